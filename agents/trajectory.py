@@ -1,0 +1,53 @@
+"""The token ledger of one episode: what the policy sampled and what the environment injected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class Segment(IntEnum):
+    """Who produced a response token."""
+
+    SAMPLED = 1
+    """Sampled by the policy: trained (loss mask 1)."""
+    TOOL = 2
+    """Tool or environment message content injected by the env: never trained."""
+    GLUE = 3
+    """Chat-template glue around injected messages (role headers, end-of-turn tokens): never trained."""
+
+
+@dataclass
+class Trajectory:
+    """One episode as token ids. All per-token lists have the length of `response_ids`.
+
+    `prompt_ids` is the rendered initial prompt. `response_ids` is everything after it: sampled
+    turns (loss mask 1) interleaved with injected tool messages and template glue (mask 0).
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    """1 = sampled by the policy (trained), 0 = injected by the environment."""
+    logprobs: list[float] = field(default_factory=list)
+    """Rollout log-probs of the sampled ids; exactly 0.0 at injected positions."""
+    turn_index: list[int] = field(default_factory=list)
+    """Assistant turn (0-based) each token belongs to; injected tokens carry the turn they follow."""
+    segment: list[int] = field(default_factory=list)
+    """`Segment` value of each token."""
+    reward: float = 0.0
+    num_turns: int = 0
+    finish_reason: str = "stop"
+    """`stop` (answered), `length` (token budget), `max_turns` (turn budget) or `error`."""
+    group_id: int = 0
+    """Index of the prompt group (GRPO advantages are computed within a group)."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The chat transcript (for logs and debugging; training uses the ids)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Per-episode numbers: tool_calls, tool_errors, response_tokens, ..."""
+    task_id: str = ""
+    grade_status: str = ""
+    """`tasks.Grade.status` of the final answer ("" when the episode never answered)."""
+    failed: str | None = None
+    """Reason when a world failure (sandbox down, ...) spoiled the episode; excluded from the loss."""
