@@ -1,0 +1,156 @@
+"""Grading: response text + reference answer -> `Grade(correct, prediction, status)`.
+
+Extraction and cheap exact checks run in the caller; anything else goes to math-verify in the
+worker pool (`tasks.verifier`), which enforces a wall-clock deadline from any thread. A verifier
+timeout or crash is its own status, never "wrong", so the trainer can drop it from the loss.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Protocol
+
+from tasks.countdown import grade_countdown_task
+from tasks.extract import extract_answer
+from tasks.task import Grade, Task
+from tasks.verifier import Result, shared_pool
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds of wall time per math-verify call (the reference uses 5 s for parse and for verify)."""
+
+_NUMBER = re.compile(r"-?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?")
+_INTEGER = re.compile(r"-?(?:\d+|\d{1,3}(?:,\d{3})+)")
+_FRACTION = re.compile(r"(?P<neg>-)?(?:\\frac\{(?P<num>\d+)\}\{(?P<den>\d+)\}|(?P<num2>\d+)/(?P<den2>\d+))")
+_NOISE = re.compile(r"\s+|\\[,!;: ]|\\left|\\right")
+
+
+class Verifier(Protocol):
+    """What `grade_many` needs from a pool: `verify(jobs, timeout=...)`, one result per job."""
+
+    def verify(self, jobs: Sequence[tuple[str, str]], *, timeout: float) -> list[Result]:
+        """Run `(gold, candidate)` jobs; see `tasks.verifier.VerifierPool.verify`."""
+        ...
+
+
+def _normalize(text: str) -> str:
+    text = _NOISE.sub("", text.strip().strip("$"))
+    return text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+
+
+def _as_fraction(text: str) -> Fraction | None:
+    r"""Value of a plain number ("1,000", "-2.5") or integer fraction ("\frac{3}{4}", "3/4"), else None."""
+    if _NUMBER.fullmatch(text):
+        return Fraction(text.replace(",", ""))
+    match = _FRACTION.fullmatch(text)
+    if not match:
+        return None
+    num, den = int(match["num"] or match["num2"]), int(match["den"] or match["den2"])
+    return Fraction(-num if match["neg"] else num, den) if den else None
+
+
+def fast_verdict(prediction: str, answer: str) -> str | None:
+    r"""Decide the easy cases without math-verify, or return None (math-verify decides).
+
+    "correct" when the normalized strings match, or both are plain numbers or integer fractions of
+    equal value ("1,000" = "1000.0", "\dfrac{1}{2}" = "0.5"); "wrong" only when both are plain
+    integers of different value.
+    """
+    pred, gold = _normalize(prediction), _normalize(answer)
+    if pred == gold:
+        return "correct"
+    pred_value, gold_value = _as_fraction(pred), _as_fraction(gold)
+    if pred_value is not None and pred_value == gold_value:
+        return "correct"
+    if _INTEGER.fullmatch(pred) and _INTEGER.fullmatch(gold):
+        return "wrong"
+    return None
+
+
+def grade_many(texts: Sequence[str], answers: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT,
+               pool: Verifier | None = None) -> list[Grade]:
+    """Grade a batch of responses against their reference answers (math tasks).
+
+    Identical `(answer, extracted candidate)` pairs are verified once. Safe from any thread.
+
+    Args:
+        texts: Model responses, decoded without special tokens.
+        answers: Reference answers, one per response.
+        timeout: Wall-clock seconds allowed per math-verify call.
+        pool: Verifier to use (default: the process-wide `tasks.verifier.shared_pool()`).
+
+    Returns:
+        One `Grade` per response, in order.
+    """
+    if len(texts) != len(answers):
+        raise ValueError(f"grade_many: {len(texts)} texts but {len(answers)} answers; "
+                         "pass one answer per text")
+    grades: list[Grade | None] = [None] * len(texts)
+    waiting: dict[tuple[str, str], list[tuple[int, str | None]]] = {}
+    for i, (text, answer) in enumerate(zip(texts, answers, strict=True)):
+        found = extract_answer(text)
+        verdict = fast_verdict(found.prediction, answer) if found.prediction is not None else None
+        if found.candidate is None:
+            grades[i] = Grade(False, None, "no_answer")
+        elif verdict is not None:
+            grades[i] = Grade(verdict == "correct", found.prediction, verdict)  # type: ignore[arg-type]
+        else:
+            waiting.setdefault((answer.strip(), found.candidate), []).append((i, found.prediction))
+    if waiting:
+        results = (pool or shared_pool()).verify(list(waiting), timeout=timeout)
+        for owners, result in zip(waiting.values(), results, strict=True):
+            for i, explicit in owners:
+                grades[i] = _to_grade(result, explicit)
+    return grades  # type: ignore[return-value]
+
+
+def _to_grade(result: Result, explicit: str | None) -> Grade:
+    status, found = result
+    if status == "no_answer" and explicit is not None:
+        status = "wrong"  # the model did answer; math-verify just cannot read it
+    prediction = explicit if explicit is not None else (found if status in ("correct", "wrong") else None)
+    return Grade(status == "correct", prediction, status)  # type: ignore[arg-type]
+
+
+def grade(text: str, answer: str, *, timeout: float = DEFAULT_TIMEOUT) -> Grade:
+    """Grade one response against a reference math answer (see `grade_many`)."""
+    return grade_many([text], [answer], timeout=timeout)[0]
+
+
+GRADERS: dict[str, Callable[[str, Task], Grade]] = {
+    "math": lambda text, task: grade(text, task.answer),
+    "countdown": grade_countdown_task,
+}
+"""Graders by `task.meta["grader"]`; "math" is the default."""
+
+
+def _grader_name(task: Task) -> str:
+    name = task.meta.get("grader", "math")
+    if name not in GRADERS:
+        raise ValueError(f"task {task.id!r}: meta['grader'] is {name!r}; known graders are {sorted(GRADERS)}")
+    return name
+
+
+def grade_task(text: str, task: Task) -> Grade:
+    """Grade a response to `task` with the grader its `meta["grader"]` names ("math" by default)."""
+    return GRADERS[_grader_name(task)](text, task)
+
+
+def grade_tasks(texts: Sequence[str], tasks: Sequence[Task], *,
+                timeout: float = DEFAULT_TIMEOUT) -> list[Grade]:
+    """Batch `grade_task`: math tasks go to the pool together, other graders run in the caller."""
+    if len(texts) != len(tasks):
+        raise ValueError(f"grade_tasks: {len(texts)} texts but {len(tasks)} tasks; "
+                         "pass one task per text")
+    names = [_grader_name(task) for task in tasks]
+    math_idx = [i for i, name in enumerate(names) if name == "math"]
+    grades: list[Grade | None] = [None] * len(texts)
+    math_grades = grade_many([texts[i] for i in math_idx], [tasks[i].answer for i in math_idx],
+                             timeout=timeout)
+    for i, g in zip(math_idx, math_grades, strict=True):
+        grades[i] = g
+    for i, name in enumerate(names):
+        if name != "math":
+            grades[i] = GRADERS[name](texts[i], tasks[i])
+    return grades  # type: ignore[return-value]

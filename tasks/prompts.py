@@ -1,0 +1,63 @@
+"""Prompt text as data: `tasks/data/prompts.yaml` holds every instruction and system prompt."""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any
+
+import yaml
+
+from tasks.task import Task
+
+PROMPTS_FILE = pathlib.Path(__file__).with_name("data") / "prompts.yaml"
+
+COT_SUFFIX = "Please reason step by step, and put your final answer within \\boxed{}."
+"""The reference instruction appended (after a newline) to every chain-of-thought problem."""
+
+
+@functools.lru_cache(maxsize=1)
+def _prompts() -> dict[str, Any]:
+    with open(PROMPTS_FILE, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def prompt_styles() -> list[str]:
+    """Names accepted by `format_prompt(style=...)`."""
+    return sorted(_prompts()["styles"])
+
+
+def default_style(task: Task) -> str:
+    """The style a task uses unless told otherwise: by grader, then by family."""
+    if task.meta.get("grader") == "countdown":
+        return "countdown"
+    return _prompts()["family_styles"][task.family]
+
+
+def format_prompt(task: Task, style: str | None = None) -> str:
+    """The user message for `task`.
+
+    Args:
+        task: The task.
+        style: "cot" (problem, newline, the reference instruction), "tool", "countdown", "plain",
+            or None for `default_style(task)`.
+    """
+    styles = _prompts()["styles"]
+    style = style or default_style(task)
+    if style not in styles:
+        raise ValueError(f"format_prompt: unknown style {style!r}; choose one of {sorted(styles)}")
+    return styles[style].format(prompt=task.prompt)
+
+
+def system_prompt(name: str) -> str:
+    """A system prompt by name: "tool" (explains the `code_interpreter` tool) or "countdown"."""
+    systems = _prompts()["system"]
+    if name not in systems:
+        raise ValueError(f"system_prompt: unknown name {name!r}; choose one of {sorted(systems)}")
+    return systems[name]
+
+
+def strip_cot_suffix(prompt: str) -> str:
+    """Remove the reference instruction from a user message (verl parquet prompts include it)."""
+    text = prompt.rstrip()
+    return text[: -len(COT_SUFFIX)].rstrip() if text.endswith(COT_SUFFIX) else prompt

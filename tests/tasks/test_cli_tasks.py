@@ -1,0 +1,30 @@
+import json
+
+from typer.testing import CliRunner
+
+from training.commands.tasks import app
+
+runner = CliRunner()
+
+
+def test_list_shows_shipped_sets_with_sizes():
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
+    assert lines["countdown-eval"][1:3] == ["tool", "256"]
+    assert lines["countdown-train"][2] == "922"
+    assert lines["arith-tool-train"][2] == "2000"
+
+
+def test_show_and_grade():
+    result = runner.invoke(app, ["show", "countdown", "--split", "eval", "--limit", "2"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["id"] for r in rows] == ["countdown-eval-00000", "countdown-eval-00001"]
+    result = runner.invoke(app, ["grade", r"\frac{1}{2}", r"so \boxed{0.5}"])
+    assert json.loads(result.output) == {"status": "correct", "prediction": "0.5", "correct": True}
+
+
+def test_show_unknown_name_fails_with_a_hint():
+    result = runner.invoke(app, ["show", "countdwn-eval"])
+    assert result.exit_code == 1 and "did you mean 'countdown-eval'" in result.output
