@@ -1,1 +1,43 @@
-"""envs."""
+"""Gymnasium text environments with tools: the contract, tools, parsers, registry and checker.
+
+Importing `envs` registers the catalogue below (ids in the `stare/` namespace, classes imported only
+when made) and every third-party env of the `stare.envs` entry-point group.
+"""
+
+from envs.checker import check_env
+from envs.core import ChatSpace, Grader, Message, StepResult, TextEnv, TextSpace
+from envs.errors import (
+                         EnvCheckError,
+                         EnvError,
+                         EpisodeError,
+                         ResetNeeded,
+                         SandboxUnavailable,
+                         ToolCrashed,
+                         ToolError,
+                         UnknownEnvError,
+)
+from envs.parsers import (
+                         BlockParser,
+                         HermesParser,
+                         PythonBlockParser,
+                         ToolCallError,
+                         ToolCallParser,
+                         get_parser,
+)
+from envs.registry import ENTRY_POINT_GROUP, discover, env_ids, list_envs, make, register
+from envs.tools import ToolCall, ToolOutcome, ToolSet, function_schema, truncate_middle
+
+# ---- the catalogue -------------------------------------------------------------------------------
+register("stare/MathCoT-v0", "envs.math_cot:MathCoTEnv")
+register("stare/PythonTool-v0", "envs.python_tool:PythonToolEnv")
+register("stare/Lookup-v0", "envs.lookup:LookupEnv")
+
+discover()  # last: a plugin's hook may import `envs` and needs the names above
+
+__all__ = [
+    "ENTRY_POINT_GROUP", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError", "EpisodeError", "Grader",
+    "HermesParser", "Message", "PythonBlockParser", "ResetNeeded", "SandboxUnavailable", "StepResult",
+    "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
+    "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "discover", "env_ids", "function_schema",
+    "get_parser", "list_envs", "make", "register", "truncate_middle",
+]

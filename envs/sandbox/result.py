@@ -34,3 +34,5 @@ class RunResult:
     """True when stdout exceeded the output cap and was cut."""
     stderr_truncated: bool = False
     """True when stderr exceeded the output cap and was cut."""
+    cpu_time: float | None = None
+    """CPU seconds (user + system) the program used, when the backend reports it."""

@@ -1,0 +1,23 @@
+"""Sandboxed code execution: `LocalSandbox` (bubblewrap, warm pool), `FusionSandbox` (SandboxFusion).
+
+Both return `RunResult` with a `RunStatus` in ``Finished | TimeLimitExceeded | MemoryLimitExceeded |
+SandboxError``; ``SandboxError`` is only for faults of the sandbox itself. See docs/sandbox.md.
+"""
+
+from envs.sandbox.factory import make_sandbox
+from envs.sandbox.fusion import FusionSandbox
+from envs.sandbox.fusion_session import FusionSession
+from envs.sandbox.launch import INSTALL_HINT, IsolationUnavailable, bwrap_problem
+from envs.sandbox.local import LocalSandbox, LocalSandboxConfig, SessionLimitError, shared_local_sandbox
+from envs.sandbox.result import RunResult, RunStatus
+from envs.sandbox.session import LocalSession
+from envs.sandbox.worker import SandboxStartError
+
+SandboxSession = LocalSession
+"""Alias: the session type returned by `LocalSandbox.session()`."""
+
+__all__ = [
+    "INSTALL_HINT", "FusionSandbox", "FusionSession", "IsolationUnavailable", "LocalSandbox",
+    "LocalSandboxConfig", "LocalSession", "RunResult", "RunStatus", "SandboxSession", "SandboxStartError",
+    "SessionLimitError", "bwrap_problem", "make_sandbox", "shared_local_sandbox",
+]

@@ -1,0 +1,284 @@
+"""`LocalSandbox`: isolated, warm, bounded code execution on this machine (no Docker needed).
+
+Isolation (``isolation="bwrap"``, the default when bubblewrap works): each worker is a bubblewrap
+sandbox with every namespace unshared (no network: only a down loopback; own PID, IPC, UTS, user
+and cgroup namespaces), a read-only view of ``/usr`` only (no home directory, no checkout, no
+``/etc`` beyond the linker cache and alternatives), a private size-capped tmpfs ``/tmp``, a cleared
+environment, and a new session. On a root host each worker also runs as its own unused uid, so
+the per-run ``RLIMIT_NPROC`` binds (the kernel ignores it for root). Per run: wall-clock limit
+(host side), ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``,
+``RLIMIT_NOFILE`` and an output cap per stream. After every run all processes the run started,
+including ones that called ``setsid``, are killed and reaped before ``run`` returns.
+
+``isolation="subprocess"`` is the weaker opt-in: same limits, no namespaces (the code sees the
+network and the file system with the worker's uid; ``setsid`` escapees are only caught on a root
+host, through the worker's private uid).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import math
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from envs.sandbox.launch import SANDBOX_TMP, WorkerSpec, resolve_isolation
+from envs.sandbox.pool import SpareWorkers, Spawner, WorkerPool
+from envs.sandbox.result import RunResult, RunStatus
+from envs.sandbox.session import LocalSession
+from envs.sandbox.worker import SandboxStartError, Worker
+
+log = logging.getLogger(__name__)
+LANGUAGES = ("python", "bash")
+DEFAULT_PRELOAD = ("math", "json", "re", "collections", "itertools", "functools", "fractions",
+                   "decimal", "random", "statistics", "string", "heapq", "bisect", "datetime", "typing")
+_UID_BASE = 200_000 + (os.getpid() % 4_000) * 1_000
+_uid_counter = itertools.count()
+
+
+def _python_default() -> str:
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalSandboxConfig:
+    """Settings of a `LocalSandbox` (every field is also a keyword argument of `LocalSandbox`)."""
+
+    isolation: str = "auto"
+    """"auto" (bubblewrap, or an error saying how to install it), "bwrap", or the weaker "subprocess"."""
+    workers: int | None = None
+    """Warm workers started at once; None = min(4, max_concurrency)."""
+    max_concurrency: int | None = None
+    """Runs executing at the same time; more callers wait in line. None = max(2, 2 x CPU cores)."""
+    max_sessions: int = 64
+    """Live persistent sessions at most (~16 MB RSS each); `session()` waits `session_wait_s` for one."""
+    session_wait_s: float = 60.0
+    """How long `session()` waits for a session slot before raising `SessionLimitError`."""
+    spare_sessions: int = 2
+    """Session interpreters kept started in advance, so a new session's first cell starts at once."""
+    warm: bool = True
+    """Keep workers between runs; False starts a fresh sandbox for every run (slower, the cold path)."""
+    python: str | None = None
+    """Interpreter for user code; None = Debian's /usr/bin/python3 (readable by the sandbox uid)."""
+    ro_binds: tuple[str, ...] = ()
+    """Extra host paths shown read-only inside the sandbox (e.g. the prefix of `python`)."""
+    preload: tuple[str, ...] = DEFAULT_PRELOAD
+    """Modules each worker imports once so runs do not pay for them."""
+    output_limit_bytes: int = 1 << 20
+    """Bytes kept per stream (stdout, stderr); the rest is read and discarded, and flagged truncated."""
+    max_processes: int = 64
+    """RLIMIT_NPROC per run (binds only for a non-root uid: each worker gets its own on a root host)."""
+    max_file_mb: int = 64
+    """RLIMIT_FSIZE: largest file the code may write."""
+    max_open_files: int = 256
+    """RLIMIT_NOFILE."""
+    tmp_size_mb: int = 256
+    """Size cap of the private /tmp of each bubblewrap worker."""
+
+    def __post_init__(self) -> None:
+        if self.spare_sessions < 0:
+            raise ValueError(f"spare_sessions={self.spare_sessions} must be >= 0.")
+        for name in ("max_sessions", "output_limit_bytes", "max_processes", "max_file_mb",
+                     "max_open_files", "tmp_size_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1.")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency={self.max_concurrency} must be >= 1 (or None for auto).")
+
+    @property
+    def concurrency(self) -> int:
+        """The resolved `max_concurrency`."""
+        return self.max_concurrency or max(2, 2 * (os.cpu_count() or 1))
+
+    @property
+    def prestart(self) -> int:
+        """The resolved `workers`."""
+        return min(self.concurrency, self.workers if self.workers is not None else 4)
+
+
+class SessionLimitError(RuntimeError):
+    """`max_sessions` sessions are live and none was closed within `session_wait_s`."""
+
+
+class LocalSandbox:
+    r"""Run untrusted code in isolated, warm, rlimited workers; thread-safe; see the module docstring.
+
+    Example:
+        >>> with LocalSandbox() as box:
+        ...     box.run("print(6 * 7)").stdout
+        '42\\n'
+    """
+
+    def __init__(self, **settings: object):
+        """Start the sandbox; keyword arguments are the fields of `LocalSandboxConfig`.
+
+        Raises:
+            IsolationUnavailable: bubblewrap is missing or unusable and isolation was not "subprocess".
+        """
+        self.config = LocalSandboxConfig(**settings)  # type: ignore[arg-type]
+        self.isolation = resolve_isolation(self.config.isolation)
+        if self.isolation == "subprocess":
+            log.warning("LocalSandbox(isolation='subprocess'): code runs WITHOUT namespaces (network and "
+                        "file system visible). Install bubblewrap for isolation.")
+        self._closed = False
+        self._lock = threading.Lock()
+        self._session_slots = threading.BoundedSemaphore(self.config.max_sessions)
+        self._sessions: set[LocalSession] = set()
+        self._tmpdirs: list[str] = []
+        self._spawner = Spawner(threads=min(8, self.config.concurrency))
+        self._pool = WorkerPool(lambda: self._new_worker("fork"), self._spawner,
+                                size=self.config.concurrency, prestart=self.config.prestart,
+                                warm=self.config.warm)
+        self._spare_sessions = SpareWorkers(lambda: self._new_worker("session"), self._spawner,
+                                            count=self.config.spare_sessions)
+
+    # ---- workers ------------------------------------------------------------------------------
+    def _new_worker(self, mode: str) -> Worker:
+        uid = _UID_BASE + next(_uid_counter) % 1_000 if os.geteuid() == 0 else None
+        workdir = SANDBOX_TMP
+        if self.isolation != "bwrap":  # a private host temp dir, owned by the worker's uid
+            workdir = tempfile.mkdtemp(prefix="stare-sandbox-")
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            with self._lock:
+                self._tmpdirs.append(workdir)
+        spec = WorkerSpec(isolation=self.isolation, mode=mode, python=self.config.python or _python_default(),
+                          uid=uid, tmp_size_mb=self.config.tmp_size_mb, workdir=workdir,
+                          ro_binds=self.config.ro_binds,
+                          preload=self.config.preload if self.config.warm or mode == "session" else ())
+        return Worker(spec)
+
+    def limits(self, *, timeout: float, memory_mb: int) -> dict:
+        """The rlimits sent with a run (CPU time: the wall limit rounded up, plus one second)."""
+        # RLIMIT_NPROC counts every process of the uid: only meaningful when workers have their own uid
+        # (root host) or their own user namespace (bwrap)
+        own_uid = self.isolation == "bwrap" or os.geteuid() == 0
+        return {"memory_mb": memory_mb, "cpu_s": math.ceil(timeout) + 1,
+                "nproc": self.config.max_processes if own_uid else None,
+                "fsize_mb": self.config.max_file_mb, "nofile": self.config.max_open_files}
+
+    @staticmethod
+    def check_args(language: str, timeout: float, memory_mb: int) -> None:
+        """Raise ValueError naming the bad argument (a caller's mistake, not the code's)."""
+        if language not in LANGUAGES:
+            raise ValueError(f"language={language!r} is not supported by LocalSandbox; "
+                             f"use one of {LANGUAGES}.")
+        if not timeout > 0:
+            raise ValueError(f"timeout={timeout} must be > 0 seconds.")
+        if memory_mb < 16:
+            raise ValueError(f"memory_mb={memory_mb} must be >= 16 (the interpreter itself needs ~10 MB).")
+
+    # ---- public API ---------------------------------------------------------------------------
+    def run(self, code: str, *, language: str = "python", timeout: float = 10.0, memory_mb: int = 1024,
+            stdin: str = "") -> RunResult:
+        """Run ``code`` as a fresh program and report how it ended.
+
+        Args:
+            code: program text (Python 3, or a bash script with ``language="bash"``).
+            language: "python" or "bash".
+            timeout: wall-clock seconds from launch (also sets RLIMIT_CPU to ceil(timeout) + 1).
+            memory_mb: address-space limit (RLIMIT_AS) in MiB.
+            stdin: text fed to the program's standard input.
+
+        Returns:
+            RunResult: ``Finished`` (any exit code; a crash is Finished with its code),
+            ``TimeLimitExceeded``, ``MemoryLimitExceeded`` (MemoryError in the program) or
+            ``SandboxError`` (a fault of the sandbox only).
+
+        Blocks while ``max_concurrency`` runs are in flight (queueing, never failing for load).
+        """
+        self.check_args(language, timeout, memory_mb)
+        start = time.monotonic()
+        try:
+            worker = self._pool.acquire()
+        except SandboxStartError as err:  # the sandbox's fault: reported, never blamed on the code
+            return RunResult(status=RunStatus.SandboxError, stdout="", stderr=f"[sandbox] {err}",
+                             return_code=None, wall_time=time.monotonic() - start)
+        try:
+            return worker.run(code, stdin=stdin, limits=self.limits(timeout=timeout, memory_mb=memory_mb),
+                              timeout=timeout, output_limit=self.config.output_limit_bytes, language=language)
+        finally:
+            self._pool.release(worker)
+
+    def session(self) -> LocalSession:
+        """Open a persistent interpreter (variables survive between its runs); close it when done.
+
+        Raises:
+            SessionLimitError: ``max_sessions`` are open and none closed within ``session_wait_s``.
+        """
+        if self._closed:
+            raise RuntimeError("the sandbox is closed; create a new LocalSandbox.")
+        if not self._session_slots.acquire(timeout=self.config.session_wait_s):
+            raise SessionLimitError(
+                f"max_sessions={self.config.max_sessions} sessions are open and none was closed within "
+                f"{self.config.session_wait_s}s; close() finished sessions or raise max_sessions.")
+        session = LocalSession(self, on_close=self._session_closed)
+        with self._lock:
+            self._sessions.add(session)
+        return session
+
+    def _session_closed(self, session: LocalSession) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+        self._session_slots.release()
+
+    # internal hooks used by LocalSession
+    def _spawn_session_worker(self) -> Worker:
+        """A started session interpreter: a spare one if ready (then a replacement is started)."""
+        return self._spare_sessions.take()
+
+    def close(self) -> None:
+        """Kill every worker and session (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+        self._pool.close()
+        self._spare_sessions.close()
+        self._spawner.stop()
+        for path in self._tmpdirs:
+            _rmtree_quiet(path)
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalSandbox(isolation={self.isolation!r}, max_concurrency={self.config.concurrency})"
+
+
+def _rmtree_quiet(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_shared: LocalSandbox | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_local_sandbox(**settings: object) -> LocalSandbox:
+    """The process-wide `LocalSandbox` (created on first use; closed at exit).
+
+    Many environments share it so that 64 envs do not start 64 worker pools. ``settings`` apply only
+    to the first call; later calls with different settings raise ValueError.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared._closed:
+            _shared = LocalSandbox(**settings)
+            atexit.register(_shared.close)
+        elif settings and LocalSandboxConfig(**settings) != _shared.config:  # type: ignore[arg-type]
+            raise ValueError("shared_local_sandbox() already exists with other settings "
+                             f"({_shared.config}); build your own LocalSandbox(...) instead.")
+        return _shared

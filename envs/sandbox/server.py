@@ -1,0 +1,179 @@
+"""A SandboxFusion-compatible HTTP server over any sandbox (`stare sandbox serve`).
+
+Wire format: ANCHORS.md (d). ``POST /run_code`` (a trailing slash is accepted), ``POST /run_jupyter``,
+``GET /v1/ping`` -> ``"pong"``. Exact field names and enums; additive extras that clients ignore:
+``run_result.stdout_truncated``, ``run_result.stderr_truncated`` and top-level ``sandbox_status`` (our
+`RunStatus`, the only place ``MemoryLimitExceeded`` is visible on the wire: SandboxFusion itself reports
+a Python MemoryError as ``Finished`` with return code 1, and so do we in ``run_result``).
+
+Status rules, as SandboxFusion's: user-code failures (non-zero exit, timeout, memory) are
+``"Failed"``; ``"SandboxError"`` is reserved for faults of the sandbox, because clients retry it.
+Handlers are plain ``def`` functions, so FastAPI runs them on its thread pool and the sandbox's own
+bounded concurrency queues the excess (back-pressure).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from envs.sandbox.result import RunResult, RunStatus
+
+LANGUAGES = Literal[
+    "python", "python2", "cpp", "nodejs", "go", "go_test", "java", "php", "csharp", "bash", "typescript",
+    "sql", "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest", "junit",
+    "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket", "gtest", "react"]
+SUPPORTED = ("python", "bash")
+
+
+class RunCodeRequest(BaseModel):
+    """SandboxFusion's ``RunCodeRequest``; unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    code: str
+    language: LANGUAGES
+    compile_timeout: float = 10
+    run_timeout: float = 10
+    memory_limit_MB: int = -1
+    stdin: str | None = None
+    files: dict[str, str | None] = Field(default_factory=dict)
+    fetch_files: list[str] = Field(default_factory=list)
+
+
+class RunJupyterRequest(BaseModel):
+    """SandboxFusion's ``RunJupyterRequest``; unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    cells: list[str]
+    cell_timeout: float = 0
+    total_timeout: float = 45
+    memory_limit_MB: int = -1
+    kernel: Literal["python3"] = "python3"
+    files: dict[str, str | None] = Field(default_factory=dict)
+    fetch_files: list[str] = Field(default_factory=list)
+
+
+def command_result(result: RunResult) -> dict[str, Any]:
+    """A `RunResult` as SandboxFusion's ``CommandRunResult`` (plus truncation flags)."""
+    if result.status is RunStatus.SandboxError:
+        return {"status": "Error", "execution_time": None, "return_code": None, "stdout": None,
+                "stderr": result.stderr}
+    timed_out = result.status is RunStatus.TimeLimitExceeded
+    return {"status": "TimeLimitExceeded" if timed_out else "Finished",
+            "execution_time": result.wall_time, "return_code": None if timed_out else result.return_code,
+            "stdout": result.stdout, "stderr": result.stderr, "cpu_time": result.cpu_time,
+            "stdout_truncated": result.stdout_truncated, "stderr_truncated": result.stderr_truncated}
+
+
+def overall_status(result: RunResult) -> str:
+    """SandboxFusion's verdict: SandboxError for faults, Failed for any non-success, else Success."""
+    if result.status is RunStatus.SandboxError:
+        return "SandboxError"
+    ok = result.status is RunStatus.Finished and result.return_code == 0
+    return "Success" if ok else "Failed"
+
+
+def _unsupported(request: RunCodeRequest | RunJupyterRequest, language: str) -> JSONResponse | None:
+    if language not in SUPPORTED:
+        return JSONResponse(status_code=422, content={
+            "detail": f"language {language!r} is not supported by this server; supported: {list(SUPPORTED)}"})
+    if request.files or request.fetch_files:
+        return JSONResponse(status_code=422, content={
+            "detail": "`files` and `fetch_files` are not supported by this server yet; send them empty."})
+    return None
+
+
+def create_app(sandbox: Any, *, default_memory_mb: int = 1024) -> FastAPI:
+    """Build the FastAPI app serving ``sandbox`` (a `LocalSandbox`, `FusionSandbox`, ...).
+
+    Args:
+        sandbox: object with ``run(code, *, language, timeout, memory_mb, stdin) -> RunResult`` and,
+            for ``/run_jupyter``, ``session()``.
+        default_memory_mb: memory limit when a request sends ``memory_limit_MB`` <= 0 or none.
+    """
+    app = FastAPI(title="STARE sandbox (SandboxFusion-compatible)")
+    pod = os.environ.get("MY_POD_NAME")
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(status_code=500, content={
+            "detail": str(exc), "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)})
+
+    @app.get("/v1/ping")
+    def ping() -> str:
+        return "pong"
+
+    @app.post("/run_code")
+    @app.post("/run_code/", include_in_schema=False)
+    def run_code(request: RunCodeRequest) -> Any:
+        bad = _unsupported(request, request.language)
+        if bad is not None:
+            return bad
+        memory = request.memory_limit_MB if request.memory_limit_MB > 0 else default_memory_mb
+        try:
+            result = sandbox.run(request.code, language=request.language, timeout=request.run_timeout,
+                                 memory_mb=memory, stdin=request.stdin or "")
+        except Exception as err:  # noqa: BLE001 - a dispatch failure is the sandbox's fault
+            result = RunResult(status=RunStatus.SandboxError, stdout="", return_code=None, wall_time=0.0,
+                               stderr=f"{type(err).__name__}: {err}")
+        status = overall_status(result)
+        return {"status": status, "message": result.stderr if status == "SandboxError" else "",
+                "compile_result": None, "run_result": command_result(result), "executor_pod_name": pod,
+                "files": {}, "sandbox_status": result.status.value}
+
+    @app.post("/run_jupyter")
+    @app.post("/run_jupyter/", include_in_schema=False)
+    def run_jupyter(request: RunJupyterRequest) -> Any:
+        bad = _unsupported(request, "python")
+        if bad is not None:
+            return bad
+        memory = request.memory_limit_MB if request.memory_limit_MB > 0 else default_memory_mb
+        return _run_cells(sandbox, request, memory, pod)
+
+    return app
+
+
+def _run_cells(sandbox: Any, request: RunJupyterRequest, memory_mb: int, pod: str | None) -> dict[str, Any]:
+    """Run the cells in one fresh session; every cell runs (errors are recorded, as allow_errors)."""
+    start = time.monotonic()
+    cells: list[dict[str, Any]] = []
+    status, message, timed_out = "Success", "", False
+    with sandbox.session() as session:
+        for code in request.cells:
+            left = request.total_timeout - (time.monotonic() - start)
+            limit = min(left, request.cell_timeout) if request.cell_timeout > 0 else left
+            if limit <= 0:
+                timed_out = True
+                break
+            result = session.run(code, timeout=limit, memory_mb=memory_mb)
+            cells.append({"stdout": result.stdout, "stderr": result.stderr, "display": [],
+                          "error": _errors(result)})
+            if result.status is RunStatus.SandboxError:
+                status, message = "SandboxError", result.stderr
+                break
+            if result.status is RunStatus.TimeLimitExceeded:
+                timed_out = True
+                break
+    if timed_out:
+        status = "Failed"
+    driver = {"status": "TimeLimitExceeded" if timed_out else "Finished",
+              "execution_time": time.monotonic() - start, "return_code": None if timed_out else 0,
+              "stdout": "", "stderr": ""}
+    return {"status": status, "message": message, "driver": driver, "cells": cells,
+            "executor_pod_name": pod, "files": {}}
+
+
+def _errors(result: RunResult) -> list[dict[str, Any]]:
+    """Jupyter-style error entries parsed from a cell's traceback (empty when the cell succeeded)."""
+    if result.status is RunStatus.Finished and result.return_code == 0:
+        return []
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    last = lines[-1] if lines else result.status.value
+    name, _, value = last.partition(":")
+    return [{"ename": name.strip(), "evalue": value.strip(), "traceback": lines}]

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import tasks
+from envs.math_cot import MathCoTEnv
+
+
+def test_single_turn_graded_with_the_reference_prompt():
+    task = tasks.load("word-short-train")[0]
+    env = MathCoTEnv()
+    messages, info = env.reset(options={"task": task})
+    assert messages == [{"role": "user", "content": f"{task.prompt}\n{tasks.COT_SUFFIX}"}]
+    assert info["tools"] == []
+    result = env.step(f"Let me think. ... So \\boxed{{{task.answer}}}")
+    assert result.terminated and not result.truncated and result.reward == 1.0 and result.messages == []
+    assert result.info["grade"]["prediction"] == task.answer
+
+
+def test_default_dataset_draw_is_seeded():
+    first = [MathCoTEnv().reset(seed=s)[0][-1]["content"] for s in (0, 0, 1)]
+    assert first[0] == first[1] != first[2]
+
+
+def test_countdown_tasks_use_their_own_grader():
+    task = tasks.load("countdown-train")[0]  # Use 4 7 7 to make 45
+    env = MathCoTEnv(dataset=[task])
+    env.reset(seed=0)
+    assert env.step("\\boxed{7*7-4}").reward == 1.0
+    env.reset(seed=0)
+    assert env.step("\\boxed{45}").reward == 0.0  # the target itself is not an expression of the numbers
