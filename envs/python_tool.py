@@ -129,7 +129,10 @@ class PythonToolEnv(TextEnv):
     http(s) SandboxFusion URL; or a sandbox object), `timeout` (10 s), `memory_mb` (1024),
     `stderr_lines` (2), `system_prompt` (None for none), `prompt_template` (None: the task's style from
     `tasks.format_prompt`; "{prompt}" for the bare problem, or a style name), `parser`,
-    `max_tool_turns`, `max_calls_per_turn`, `max_output_chars`, `tool_error_penalty`, `grader`.
+    `max_tool_turns`, `max_calls_per_turn`, `max_output_chars`, `tool_error_penalty`, `grader`,
+    `persistent` (True: one interpreter session per episode; False: every call runs in a fresh
+    interpreter from the sandbox's warm pool, no state between calls, no session slot held; the
+    CPU preset uses False since its tool calls are independent one-liners).
 
     ## Version History
     - v0: initial version.
@@ -140,7 +143,8 @@ class PythonToolEnv(TextEnv):
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                  prompt_template: str | None = None, parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
-                 tool_error_penalty: float = 0.0, grader: Grader | None = None) -> None:
+                 tool_error_penalty: float = 0.0, grader: Grader | None = None,
+                 persistent: bool = True) -> None:
         if timeout <= 0 or memory_mb <= 0 or stderr_lines < 1:
             raise ValueError(f"need timeout > 0, memory_mb > 0, stderr_lines >= 1; "
                              f"got {timeout}, {memory_mb}, {stderr_lines}")
@@ -153,6 +157,7 @@ class PythonToolEnv(TextEnv):
         self._sandbox_spec, self._sandbox = sandbox, None
         self.timeout, self.memory_mb, self.stderr_lines = timeout, memory_mb, stderr_lines
         self._session: Session | None = None
+        self.persistent = persistent
 
     def code_interpreter(self, code: str) -> str:
         """Run Python code in a persistent interpreter and return what it printed.
@@ -163,7 +168,7 @@ class PythonToolEnv(TextEnv):
         if self._session is None:
             if self._sandbox is None:
                 self._sandbox = resolve_sandbox(self._sandbox_spec)
-            has_session = callable(getattr(self._sandbox, "session", None))
+            has_session = self.persistent and callable(getattr(self._sandbox, "session", None))
             self._session = self._sandbox.session() if has_session else _StatelessSession(self._sandbox)
         result = self._session.run(code, timeout=self.timeout, memory_mb=self.memory_mb, stdin="")
         return format_run(result, timeout=self.timeout, memory_mb=self.memory_mb,

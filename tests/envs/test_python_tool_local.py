@@ -95,3 +95,17 @@ def test_sandboxfusion_endpoint_by_option(fusion_url):
     assert env.step(code("1/0")).info["error_kinds"] == ["code_error"]
     assert env.step("\\boxed{391}").reward == 1.0
     env.close()
+
+
+def test_stateless_mode_runs_each_call_fresh_and_holds_no_session(env):
+    stateless = envs.make("stare/PythonTool-v0", timeout=2.0, memory_mb=256, persistent=False)
+    try:
+        stateless.reset(options={"task": Task("p", "What is 17 * 23?", "391", "tool")})
+        first = stateless.step(code("x = 17 * 23\nprint(x)"))
+        assert first.messages[0]["content"] == "391"
+        assert stateless.unwrapped._session is not None and stateless.unwrapped._session.__class__.__name__ == "_StatelessSession"
+        second = stateless.step(code("print(x)"))  # no state carried over
+        assert "NameError" in second.messages[0]["content"]
+        assert second.info["error_kinds"] == ["code_error"]
+    finally:
+        stateless.close()
