@@ -1,0 +1,158 @@
+"""Warm-start demonstrations: an imperfect scripted Countdown searcher, played through the real env.
+
+The searcher (CPU_DEMO.md Part 2) picks k uniform in {1, ..., max_tries}, then tries up to k distinct
+random candidate expressions, chosen independently of the target (a three-number form with
+probability `three_number_share`, else a two-number form), each with one `code_interpreter` call
+`print(EXPR)`. It boxes the first candidate that hits the target, or the last one tried. Its success
+rate is therefore low and uneven (hard puzzles have 2-4 solving strings among up to 180), which is
+what leaves room for RL and makes premature collapse costly.
+
+The scripted turns are replayed by `agents.ScriptedPolicy` through `agents.rollout_batch` on the
+real env, so each demonstration has exactly the tokens, tool output, template glue and loss masks
+that RL rollouts have.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agents.policy import Completion, SamplingParams
+from agents.rollout import RolloutLimits, rollout_batch
+from agents.scripted import ScriptedPolicy
+from agents.trajectory import Trajectory
+from tasks.countdown import countdown_candidates, evaluate_expression
+from tasks.task import Task
+from training.preset.tokenizer import tool_call_text
+
+
+def scripted_turns(
+    task: Task, rng: random.Random, *, max_tries: int = 4, three_number_share: float = 0.75
+) -> tuple[list[str], bool]:
+    r"""The searcher's assistant turns for one Countdown task, and whether its boxed answer hits.
+
+    Returns:
+        (turns, hit): k tool-call turns then one `\\boxed{EXPR}` turn; `hit` is True when EXPR
+        evaluates to the target.
+    """
+    numbers, target = task.meta["numbers"], int(task.meta["target"])
+    by_size: dict[int, list[str]] = {2: [], 3: []}
+    for expr in countdown_candidates(numbers):
+        by_size[len(re.findall(r"\d+", expr))].append(expr)
+    tried: list[str] = []
+    hit = False
+    for _ in range(rng.randint(1, max_tries)):
+        size = 3 if rng.random() < three_number_share else 2
+        fresh = [e for e in by_size[size] if e not in tried] or [
+            e for e in by_size[5 - size] if e not in tried
+        ]
+        if not fresh:
+            break
+        tried.append(rng.choice(fresh))
+        if evaluate_expression(tried[-1])[0] == target:
+            hit = True
+            break
+    turns = [tool_call_text(f"print({expr})") for expr in tried]
+    return turns + [f"\\boxed{{{tried[-1]}}}"], hit
+
+
+class ScriptBook:
+    """A `Policy` that replays a different script per episode, keyed by the episode's initial prompt.
+
+    Each script is an `agents.ScriptedPolicy`; a context is routed to the script whose initial
+    prompt ids are a prefix of it. Initial prompts must therefore be distinct.
+    """
+
+    def __init__(self, scripts: dict[tuple[int, ...], ScriptedPolicy]) -> None:
+        self.scripts = scripts
+        self._lengths = sorted({len(k) for k in scripts}, reverse=True)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """One scripted turn per prompt, from that episode's script."""
+        out = []
+        for prompt in prompts:
+            key = next((tuple(prompt[:n]) for n in self._lengths if tuple(prompt[:n]) in self.scripts), None)
+            if key is None:
+                raise KeyError(
+                    "ScriptBook: no script starts with this context; were the initial prompts distinct?"
+                )
+            out += self.scripts[key].generate([prompt], sampling)
+        return out
+
+
+def make_demos(
+    tasks: Sequence[Task],
+    *,
+    copies: int,
+    make_env: Callable[[], Any],
+    tokenizer: Any,
+    initial_prompt: Callable[[Task], list[int]],
+    limits: RolloutLimits,
+    seed: int,
+    max_tries: int = 4,
+    max_workers: int = 4,
+    chunk: int = 64,
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """Play `copies` scripted searches of every task through the env; returns demos and searcher stats.
+
+    Args:
+        tasks: Countdown tasks with distinct prompts.
+        copies: Independent scripts per task.
+        make_env: Builds the env RL will use (same kwargs).
+        tokenizer: The preset tokenizer (renders prompts and tool output).
+        initial_prompt: The env's initial prompt ids of a task (to key the scripts).
+        limits: Rollout budgets, as in RL.
+        seed: Seed of the searcher's choices.
+        max_tries: Largest k.
+        max_workers: Threads running tool calls concurrently.
+        chunk: Episodes per `rollout_batch` call (at most one per task; the env opens one interpreter
+            session per live episode, and the local sandbox caps live sessions at 64).
+
+    Returns:
+        (demos, stats): stats holds the scripted and graded success rates, overall and per difficulty,
+        and the mean number of tool calls. A scripted hit that the env grades wrong raises.
+    """
+    rng = random.Random(seed)
+    demos: list[Trajectory] = []
+    jobs = [task for _ in range(copies) for task in tasks]
+    for lo in range(0, len(jobs), chunk):  # distinct prompts per chunk; bounded live interpreter sessions
+        part = jobs[lo : lo + chunk]
+        scripts, hits = {}, {}
+        for task in part:
+            turns, hits[task.id] = scripted_turns(task, rng, max_tries=max_tries)
+            scripts[tuple(initial_prompt(task))] = ScriptedPolicy(turns, tokenizer)
+        played = rollout_batch(
+            make_env,
+            ScriptBook(scripts),
+            tokenizer,
+            part,
+            group_size=1,
+            sampling=SamplingParams(max_tokens=limits.max_response_tokens),
+            limits=limits,
+            max_workers=max_workers,
+        )
+        for task, traj in zip(part, played, strict=False):
+            if (traj.reward > 0) != hits[task.id]:
+                raise RuntimeError(
+                    f"demo of {task.id}: the script {'hit' if hits[task.id] else 'missed'} but the "
+                    f"env graded {traj.grade_status!r} ({traj.finish_reason}); env and searcher disagree"
+                )
+        demos += played
+    return demos, demo_stats(demos, tasks, copies)
+
+
+def demo_stats(demos: Sequence[Trajectory], tasks: Sequence[Task], copies: int) -> dict[str, float]:
+    """Success rate (overall, hard, easy) and mean tool calls of the demonstrations."""
+    difficulty = [t.meta.get("difficulty", "all") for t in tasks] * copies
+    out = {
+        "demo_success": sum(d.reward > 0 for d in demos) / len(demos),
+        "demo_tool_calls": sum(float(d.metrics.get("tool_calls", 0)) for d in demos) / len(demos),
+        "demo_sampled_tokens": sum(sum(d.loss_mask) for d in demos) / len(demos),
+    }
+    for level in ("hard", "easy"):
+        picked = [d for d, lv in zip(demos, difficulty, strict=False) if lv == level]
+        if picked:
+            out[f"demo_success_{level}"] = sum(d.reward > 0 for d in picked) / len(picked)
+    return out

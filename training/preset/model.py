@@ -1,0 +1,56 @@
+"""The tiny Qwen2-architecture policy of the CPU preset, built from a config (random init, no download)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
+
+
+def build_tiny_model(
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 4,
+    intermediate_size: int = 256,
+    num_heads: int = 4,
+    num_kv_heads: int | None = None,
+    max_positions: int = 512,
+    seed: int = 0,
+) -> Qwen2ForCausalLM:
+    """Build a randomly initialised Qwen2ForCausalLM sized for CPU RL.
+
+    The defaults give the CPU_DEMO "tiny" model: hidden 64, 4 layers, FFN 256, 4 heads, tied
+    embeddings; with a ~350-token vocabulary that is about 0.22M parameters.
+
+    Args:
+        tokenizer: Supplies the vocabulary size and the pad / eos ids.
+        hidden_size: Model width d.
+        num_layers: Decoder layers.
+        intermediate_size: MLP width.
+        num_heads: Attention heads (d must be divisible by it).
+        num_kv_heads: Key/value heads (grouped-query attention); `num_heads` when None.
+        max_positions: Maximum sequence length (rotary embeddings, no learned positions).
+        seed: Seed of the initialisation (the global torch RNG is left untouched).
+    """
+    if hidden_size % num_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        intermediate_size=intermediate_size,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads or num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        use_cache=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model

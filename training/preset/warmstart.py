@@ -1,0 +1,290 @@
+"""Build, measure and cache a preset's warm-started model: `resolve_model_path("preset:cpu-tiny", cache)`.
+
+Build (once per settings hash, then cached): train the tokenizer → build the tiny Qwen2 model →
+play scripted-searcher demonstrations through the real env → SFT on their sampled tokens → measure
+on held-out Countdown with the RL sampling (T = 1, top-p = 1): pass@1 (= avg@k), pass@k and the
+token entropy of sampled tokens → `save_pretrained` model and tokenizer plus `warmstart.json`.
+
+The directory is written under a temporary name and renamed into place, under a file lock, so
+parallel bench workers build it once and never see a half-written model.
+
+Demonstrations and the measurement use the env with the preset's kwargs but a *stateless* view of
+the shared local sandbox (every call on a warm pooled interpreter instead of one new interpreter
+session per episode: ~5x faster here). For `print(EXPR)` calls the observation, and therefore every
+token, is the same as with sessions; a test checks it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agents.hf_policy import HFPolicy
+from agents.policy import SamplingParams
+from agents.rollout import RolloutLimits, rollout_batch
+from training.evaluate import evaluate_set
+from training.preset.demos import make_demos
+from training.preset.model import build_tiny_model
+from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
+from training.preset.sft import SFTConfig, train_sft
+from training.preset.tokenizer import build_tokenizer, synthetic_corpus
+
+WARMSTART_FILE = "warmstart.json"
+LIVE_EPISODES = 64
+"""Episodes per `rollout_batch` call during the build (the local sandbox caps live sessions at 64)."""
+
+
+def _log(msg: str) -> None:
+    print(f"[preset] {msg}", file=sys.stderr, flush=True)
+
+
+class StatelessSandbox:
+    """Exposes only `run` of a sandbox, so the env runs each call on a pooled interpreter (no session)."""
+
+    def __init__(self, sandbox: Any) -> None:
+        self._sandbox = sandbox
+
+    def run(self, code: str, **kwargs: Any) -> Any:
+        """Run one program on the wrapped sandbox."""
+        return self._sandbox.run(code, **kwargs)
+
+
+def make_env_factory(settings: PresetSettings, *, stateless: bool = True) -> Any:
+    """A zero-argument env builder with the preset's env id and kwargs (see the module docstring)."""
+    import envs
+
+    kwargs = dict(settings.env_kwargs)
+    if stateless:
+        from envs.sandbox import shared_local_sandbox
+
+        kwargs["sandbox"] = StatelessSandbox(shared_local_sandbox())
+    return lambda: envs.make(settings.env_id, **kwargs)
+
+
+def rollout_limits(settings: PresetSettings) -> RolloutLimits:
+    """The preset's episode budgets (the RL config uses the same numbers)."""
+    return RolloutLimits(
+        max_turns=settings.max_turns,
+        max_response_tokens=settings.max_response_tokens,
+        max_tool_output_tokens=settings.max_tool_output_tokens,
+    )
+
+
+def _load_tasks(name: str) -> list[Any]:
+    from tasks.registry import load
+
+    return list(load(name))
+
+
+def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
+    """Build the warm-started model into `out_dir` (see the module docstring); returns warmstart.json."""
+    start = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    train_tasks = _load_tasks(settings.env_kwargs.get("dataset", "countdown-train"))
+    tokenizer = build_tokenizer(synthetic_corpus(seed=settings.seed), vocab_size=settings.vocab_size)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=settings.hidden_size,
+        num_layers=settings.num_layers,
+        intermediate_size=settings.intermediate_size,
+        num_heads=settings.num_heads,
+        seed=settings.seed,
+    )
+    make_env = make_env_factory(settings)
+    probe = make_env()
+
+    def initial_prompt(task: Any) -> list[int]:
+        messages, _ = probe.reset(options={"task": task})
+        return list(
+            tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
+
+    t0 = time.perf_counter()
+    puzzles = train_tasks[: settings.demo_puzzles or None]
+    demos, demo_stats = make_demos(
+        puzzles,
+        copies=settings.demo_copies,
+        make_env=make_env,
+        tokenizer=tokenizer,
+        initial_prompt=initial_prompt,
+        limits=rollout_limits(settings),
+        seed=settings.seed,
+        max_tries=settings.demo_max_tries,
+        chunk=LIVE_EPISODES,
+    )
+    probe.close()
+    demo_s = time.perf_counter() - t0
+    _log(f"{len(demos)} demonstrations in {demo_s:.0f} s: {demo_stats}")
+    t0 = time.perf_counter()
+    sft = SFTConfig(
+        steps=settings.sft_steps,
+        batch_size=settings.sft_batch_size,
+        lr=settings.sft_lr,
+        warmup_steps=settings.sft_warmup,
+        seed=settings.seed,
+    )
+    losses = train_sft(
+        model,
+        demos,
+        sft,
+        pad_id=tokenizer.pad_token_id,
+        log=lambda s, loss, sec: _log(f"SFT step {s}/{sft.steps}: loss {loss:.3f} ({sec:.0f} s)"),
+    )
+    sft_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    measured = measure(model, tokenizer, settings)
+    _log(f"post-SFT: {measured} ({time.perf_counter() - t0:.0f} s)")
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    info = {
+        "preset": settings.name,
+        "key": settings.key(),
+        "build_version": BUILD_VERSION,
+        **measured,
+        "sft_steps": sft.steps,
+        "sft_loss_first": losses[0],
+        "sft_loss_final": losses[-1],
+        "num_demos": len(demos),
+        **demo_stats,
+        "params": sum(p.numel() for p in model.parameters()),
+        "vocab": len(tokenizer),
+        "demo_seconds": demo_s,
+        "sft_seconds": sft_s,
+        "seconds": time.perf_counter() - start,
+        "settings": dataclasses.asdict(settings),
+    }
+    (out_dir / WARMSTART_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
+    return info
+
+
+def measure(model: Any, tokenizer: Any, settings: PresetSettings) -> dict[str, float]:
+    """pass@1 (= avg@k), pass@k, sampled-token entropy, length and tool calls on held-out problems.
+
+    Sampling is the RL rollout distribution (T = 1, top-p = 1), so `entropy` is what STARE's gate
+    sees at the start of RL.
+    """
+    problems = _load_tasks(settings.eval_tasks)[: settings.eval_problems]
+    policy = HFPolicy(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+    make_env = make_env_factory(settings)
+    sampling = SamplingParams(max_tokens=settings.max_new_tokens, temperature=1.0, top_p=1.0)
+    per_call = max(1, LIVE_EPISODES // settings.eval_k)
+
+    def play(tasks: list[Any], k: int, seed: int) -> list[Any]:
+        out = []
+        for lo in range(0, len(tasks), per_call):
+            out += rollout_batch(
+                make_env,
+                policy,
+                tokenizer,
+                tasks[lo : lo + per_call],
+                group_size=k,
+                sampling=sampling,
+                limits=rollout_limits(settings),
+                seed=seed + lo,
+                max_workers=4,
+            )
+        return out
+
+    m = evaluate_set(
+        play,
+        model,
+        problems,
+        k=settings.eval_k,
+        seed=settings.seed,
+        pad_id=tokenizer.pad_token_id,
+        temperature=1.0,
+        token_budget=16384,
+    )
+    k = settings.eval_k
+    return {
+        "entropy": m["entropy"],
+        "pass@1": m[f"avg@{k}"],
+        "pass@k": m[f"pass@{k}"],
+        "k": k,
+        "eval_problems": len(problems),
+        "response_length": m["response_length"],
+        "tool_calls": m["tool_calls"],
+    }
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
+    """The HF directory of a `preset:<name>` model, built on first use and cached under `cache_dir`.
+
+    Args:
+        spec: "preset:cpu-tiny" (or another name in `training.preset.PRESETS`).
+        cache_dir: Cache root (`~` expanded); the model lives in `<cache_dir>/presets/<name>-<key>/`
+            where key hashes the preset's settings and the build version.
+
+    Returns:
+        The directory holding the model, tokenizer and `warmstart.json`.
+
+    Raises:
+        ValueError: `spec` is not `preset:<known name>`.
+    """
+    if not spec.startswith("preset:"):
+        raise ValueError(
+            f"resolve_model_path expects 'preset:<name>', got {spec!r}; a plain path needs no resolving"
+        )
+    settings = get_preset(spec[len("preset:") :])
+    final = Path(cache_dir).expanduser() / "presets" / f"{settings.name}-{settings.key()}"
+    if (final / WARMSTART_FILE).exists():
+        return final
+    with _locked(final.with_suffix(".lock")):
+        if (final / WARMSTART_FILE).exists():  # another process built it while we waited
+            return final
+        tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        _log(f"building {spec} into {final} (cached for later runs)")
+        try:
+            build_warmstart(settings, tmp)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def read_warmstart(model_dir: Path | str) -> dict[str, Any]:
+    """The `warmstart.json` of a preset model directory.
+
+    Raises:
+        FileNotFoundError: The directory holds no warmstart.json (not a preset build).
+    """
+    path = Path(model_dir) / WARMSTART_FILE
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found: target entropy 'auto' needs a model built by a preset "
+            "(model.path=preset:cpu-tiny) or a number (train.target_entropy=0.3)"
+        )
+    return json.loads(path.read_text())
+
+
+def resolve_target_entropy(model_dir: Path | str, factor: float) -> float:
+    """H_tgt = factor × the measured post-warm-start entropy of `model_dir` (CPU_DEMO uses 0.7)."""
+    if not 0 < factor:
+        raise ValueError(f"target entropy factor must be > 0, got {factor}")
+    return factor * float(read_warmstart(model_dir)["entropy"])

@@ -1,0 +1,200 @@
+"""Build what a run needs from its config: model, tokenizer, accelerator, optimizer, schedule, envs, tasks.
+
+Nothing here trains; `training.trainer` calls these once at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import stare
+from training.config import TrainConfig
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_model_dir(cfg: TrainConfig) -> Path:
+    """`model.path` as a local directory; `preset:<name>` is built or found in the cache (training.preset)."""
+    spec = cfg.model.path
+    if spec.startswith("preset:"):
+        from training.preset import resolve_model_path
+        return Path(resolve_model_path(spec, Path(cfg.model.cache_dir).expanduser()))
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"model.path={spec!r} is not a directory. Give a local HF model directory "
+                                "(nothing is downloaded at run time) or a preset such as preset:cpu-tiny")
+    return path
+
+
+def resolve_algo(cfg: TrainConfig, model_dir: Path) -> stare.AlgoConfig:
+    """cfg.algo with `train.target_entropy` applied (a number, or `auto` from the warm start)."""
+    value = cfg.train.target_entropy
+    if value == "":
+        return cfg.algo
+    if value == "auto":
+        from training.preset import resolve_target_entropy
+        target = float(resolve_target_entropy(model_dir, cfg.train.target_entropy_factor))
+    else:
+        target = float(value)
+    return cfg.algo.replace(stare=cfg.algo.stare.replace(target_entropy=target))
+
+
+def load_model_and_tokenizer(cfg: TrainConfig, model_dir: Path) -> tuple[Any, Any]:
+    """The policy (train mode) and its tokenizer, from local files only."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(str(Path(cfg.model.tokenizer or model_dir).expanduser()))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=_DTYPES[cfg.model.dtype])
+    if cfg.model.gradient_checkpointing:   # renamed activation checkpointing in transformers 5
+        enable = (getattr(model, "activation_checkpointing_enable", None)
+                  or model.gradient_checkpointing_enable)
+        enable()
+    model.train()
+    return model, tokenizer
+
+
+def pad_id(tokenizer: Any) -> int:
+    """The tokenizer's pad id, else its eos id."""
+    value = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if value is None:
+        raise ValueError("the tokenizer has neither a pad nor an eos token; set tokenizer.pad_token")
+    return int(value)
+
+
+def make_accelerator(cfg: TrainConfig) -> Any:
+    """An `accelerate.Accelerator`: CPU unless train.cpu=false; DDP/FSDP/DeepSpeed via `accelerate launch`."""
+    from accelerate import Accelerator
+    return Accelerator(cpu=cfg.train.cpu)
+
+
+def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW and a LambdaLR schedule: linear warmup, then constant / cosine / linear to min_lr_ratio."""
+    o = cfg.optim
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+
+
+def lr_lambda(cfg: TrainConfig) -> Callable[[int], float]:
+    """lr(step)/peak: step/warmup during warmup, then the schedule over the remaining steps."""
+    o, total = cfg.optim, cfg.train.steps
+
+    def factor(step: int) -> float:
+        if o.warmup_steps and step < o.warmup_steps:
+            return (step + 1) / o.warmup_steps
+        if o.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - o.warmup_steps) / max(1, total - o.warmup_steps))
+        shape = 0.5 * (1 + math.cos(math.pi * progress)) if o.schedule == "cosine" else 1.0 - progress
+        return o.min_lr_ratio + (1 - o.min_lr_ratio) * shape
+    return factor
+
+
+def sync_schedule(scheduler: Any) -> None:
+    """Set the optimizer's lr from the *current* schedule at the restored step.
+
+    A checkpoint stores the lr its own run computed; when the resumed run has another length
+    (`train.steps=3`, then `train.steps=6`), the cosine/linear schedule differs, and the next step must
+    use the new one, exactly as a straight run of that length would.
+    """
+    inner = getattr(scheduler, "scheduler", scheduler)      # accelerate wraps the torch scheduler
+    groups = inner.optimizer.param_groups
+    for group, base, fn in zip(groups, inner.base_lrs, inner.lr_lambdas, strict=False):
+        group["lr"] = base * fn(inner.last_epoch)
+    inner._last_lr = [group["lr"] for group in groups]
+
+
+def make_env_factory(cfg: TrainConfig) -> Callable[[], Any]:
+    """A zero-argument env constructor for `agents.rollout_batch` (one env per episode)."""
+    import envs
+    env_id, kwargs = cfg.data.env, dict(cfg.data.env_kwargs)
+    if cfg.data.stateless_tools:   # the warm start's demonstrations were played the same way
+        from envs.sandbox import shared_local_sandbox
+        from training.preset.warmstart import StatelessSandbox
+        kwargs["sandbox"] = StatelessSandbox(shared_local_sandbox())
+    envs.make(env_id, **kwargs).close()   # fail now, with the registry's message, on a bad id or kwargs
+    return lambda: envs.make(env_id, **kwargs)
+
+
+def load_tasks(name: str, limit: int = 0) -> list[Any]:
+    """`tasks.load(name)`, cut to the first `limit` (0 = all)."""
+    import tasks
+    return list(tasks.load(name, limit=limit or None))
+
+
+def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callable[[], Any], *,
+                temperature: float, top_p: float, top_k: int = -1) -> Callable[[list[Any], int, int],
+                                                                               list[Any]]:
+    """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits."""
+    import agents
+    r = cfg.rollout
+    sampling = agents.SamplingParams(max_tokens=r.max_new_tokens, temperature=temperature, top_p=top_p,
+                                     top_k=top_k)
+    limits = agents.RolloutLimits(max_turns=r.max_turns, max_response_tokens=r.max_response_tokens,
+                                  max_tool_output_tokens=r.max_tool_tokens)
+
+    def play(task_list: list[Any], group_size: int, seed: int) -> list[Any]:
+        per_call = max(1, len(task_list))
+        if r.max_live_episodes:
+            per_call = max(1, r.max_live_episodes // group_size)
+        chunks = [agents.rollout_batch(make_env, policy, tokenizer, task_list[lo:lo + per_call],
+                                       group_size=group_size, sampling=sampling, limits=limits,
+                                       seed=seed + lo * group_size, max_workers=r.max_workers)
+                  for lo in range(0, len(task_list), per_call)]   # episode i keeps env seed `seed + i`
+        return chunks[0] if len(chunks) == 1 else _concat(chunks)
+    return play
+
+
+def _concat(chunks: list[Any]) -> Any:
+    """One `agents.RolloutBatch` from several, with their time statistics summed."""
+    import agents
+    out = agents.RolloutBatch(t for chunk in chunks for t in chunk)
+    stats = agents.RolloutStats()
+    for chunk in chunks:
+        for f in dataclasses.fields(stats):
+            setattr(stats, f.name, getattr(stats, f.name) + getattr(chunk.stats, f.name))
+    out.stats = stats
+    return out
+
+
+def make_policy(model: Any, tokenizer: Any) -> Any:
+    """An `agents.HFPolicy` over the live model (no copy): rollouts always use the current weights."""
+    import agents
+    eos = tokenizer.eos_token_id
+    return agents.HFPolicy(model, eos_token_ids=[eos], pad_token_id=pad_id(tokenizer))
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Cross-section checks that no single section can make."""
+    a, r = cfg.algo, cfg.rollout
+    if a.overlong_buffer > r.max_response_tokens:
+        raise ValueError(f"algo.overlong_buffer={a.overlong_buffer} exceeds rollout.max_response_tokens="
+                         f"{r.max_response_tokens}; set algo.overlong_buffer to at most "
+                         f"{r.max_response_tokens} "
+                         "(DAPO uses 1/5 of the budget) or 0 to disable the overlong penalty")
+
+
+def controller_for(algo: stare.AlgoConfig) -> stare.Controller:
+    """The STARE controller from algo.stare (built for every algorithm, so gate/W/M are always logged)."""
+    s = algo.stare
+    return stare.Controller(s.target_entropy, s.w, s.m, adaptive=s.adaptive, alpha=s.alpha, w_max=s.w_max,
+                            m_min=s.m_min)
+
+
+def reference_model(model: Any) -> Any:
+    """A frozen copy of the initial policy for the KL term (only built when algo.kl_coef > 0)."""
+    import copy
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def replace_cfg(cfg: TrainConfig, **sections: Any) -> TrainConfig:
+    """dataclasses.replace for the root config."""
+    return dataclasses.replace(cfg, **sections)

@@ -1,0 +1,181 @@
+"""Prompt order and the rollout stage of a step: sample groups, score them, DAPO dynamic sampling.
+
+Every random draw here comes from state that a checkpoint holds: the data order from
+(seed, epoch), and rollout sampling from the torch RNG reseeded with (seed, step, round) before
+each round, so a resumed run samples exactly what a straight run would have.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+import stare
+from agents.trajectory import Trajectory
+
+
+class TaskStream:
+    """An endless, seeded, epoch-shuffled stream of tasks with a resumable cursor.
+
+    Epoch e is the permutation `np.random.default_rng([seed, e]).permutation(N)` (identity when
+    not shuffling); `take(n)` returns the next n tasks, crossing epoch boundaries.
+    """
+
+    def __init__(self, tasks: Sequence[Any], *, seed: int, shuffle: bool = True, rank: int = 0,
+                 world_size: int = 1) -> None:
+        if not tasks:
+            raise ValueError("the training task set is empty; check data.train_tasks and data.train_limit")
+        self.tasks = list(tasks)
+        self.seed = int(seed)
+        self.shuffle = shuffle
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+        self.position = 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(len(self.tasks))
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.tasks))
+
+    def take(self, count: int) -> list[Any]:
+        """The next `count` tasks of this process.
+
+        With several processes every process advances the shared cursor by count × world_size and
+        keeps its own interleaved share.
+        """
+        out = []
+        for _ in range(count * self.world_size):
+            if self.position >= len(self.tasks):
+                self.epoch, self.position = self.epoch + 1, 0
+                self._order = self._permutation(self.epoch)
+            out.append(self.tasks[int(self._order[self.position])])
+            self.position += 1
+        return out[self.rank::self.world_size]
+
+    def state_dict(self) -> dict[str, int]:
+        """The cursor: epoch and position within it."""
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "size": len(self.tasks)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Restore a cursor saved by `state_dict` (the task set must be the same size)."""
+        if int(state["size"]) != len(self.tasks):
+            raise ValueError(f"checkpoint was made with {state['size']} training tasks, now there are "
+                             f"{len(self.tasks)}; resume with the same data.train_tasks / data.train_limit")
+        self.seed, self.epoch, self.position = int(state["seed"]), int(state["epoch"]), int(state["position"])
+        self._order = self._permutation(self.epoch)
+
+
+def round_seed(seed: int, step: int, round_index: int, rank: int = 0) -> int:
+    """A 63-bit seed for rollout round `round_index` of training step `step` on process `rank`."""
+    mixed = np.random.SeedSequence([seed, step, round_index, rank]).generate_state(2, dtype=np.uint32)
+    return int((int(mixed[0]) << 31) ^ int(mixed[1]))
+
+
+@dataclass
+class Collected:
+    """What the rollout stage of one step produced."""
+
+    kept: list[Trajectory]
+    """Trajectories entering the loss (group-major; `group_id` renumbered 0..G-1)."""
+    all: list[Trajectory]
+    """Every trajectory sampled this step (for accuracy, lengths and tool metrics)."""
+    rounds: int = 0
+    """Generation rounds used."""
+    groups_kept: int = 0
+    """Groups entering the loss."""
+    dropped_failed: int = 0
+    """Trajectories dropped as world or verifier failures."""
+    rollout_s: float = 0.0
+    """Wall time of the rollout loop (generation, tools, rendering)."""
+    generation_s: float = 0.0
+    """Time inside `policy.generate` (from `RolloutBatch.stats`; 0 when the rollout reports none)."""
+    tool_s: float = 0.0
+    """Time of the concurrent `env.step` phases (tool calls, grading)."""
+    render_s: float = 0.0
+    """Recording turns and rendering injected messages (tokenizer + chat template)."""
+    reset_s: float = 0.0
+    """Creating and resetting the envs."""
+
+
+RolloutFn = Callable[[list[Any], int], list[Trajectory]]
+"""(tasks, seed) -> trajectories, task-major, `group_size` per task, group_id = task index."""
+
+
+def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, prompts: int, per_round: int,
+            group_size: int, dynamic_sampling: bool, max_rounds: int, drop_failed: bool) -> Collected:
+    """Sample groups until `prompts` groups are kept (DAPO dynamic sampling) or the round limit.
+
+    Without dynamic sampling there is one round of `prompts` prompts and every group is kept.
+    With it, each round draws `per_round` prompts; groups whose rewards are all equal are dropped
+    (`stare.dynamic_sampling_keep` on the accuracy), and rounds continue until `prompts` groups are
+    kept or `max_rounds` rounds ran (0 = unlimited); surplus groups are cut. When the limit is hit
+    the step trains on the groups it has (possibly none), and `groups_kept` says so.
+
+    Args:
+        rollout: plays episodes for a list of tasks (see `RolloutFn`).
+        stream: the task cursor.
+        step: training step (seeds the round).
+        seed: run seed.
+        prompts: groups wanted.
+        per_round: prompts drawn per round.
+        group_size: completions per prompt.
+        dynamic_sampling: filter zero-variance groups and refill.
+        max_rounds: round limit (0 = unlimited).
+        drop_failed: drop failed / verifier-failure episodes from the loss.
+    """
+    kept_groups: list[list[Trajectory]] = []
+    everything: list[Trajectory] = []
+    rounds, dropped = 0, 0
+    times = {"rollout_s": 0.0, "generation_s": 0.0, "tool_s": 0.0, "render_s": 0.0, "reset_s": 0.0}
+    while True:
+        count = per_round if dynamic_sampling else prompts
+        tasks = stream.take(count)
+        rs = round_seed(seed, step, rounds, stream.rank)
+        torch.manual_seed(rs)
+        start = time.perf_counter()
+        trajs = rollout(tasks, rs)
+        times["rollout_s"] += time.perf_counter() - start
+        stats = getattr(trajs, "stats", None)   # agents.RolloutBatch carries a time split
+        for key in ("generation_s", "tool_s", "render_s", "reset_s"):
+            times[key] += float(getattr(stats, key, 0.0))
+        rounds += 1
+        everything += trajs
+        groups = _split_groups(trajs, len(tasks), group_size)
+        for group in groups:
+            usable = [t for t in group if not (drop_failed and is_failure(t))]
+            dropped += len(group) - len(usable)
+            if usable and (not dynamic_sampling or _has_variance(usable)):
+                kept_groups.append(usable)
+        if not dynamic_sampling or len(kept_groups) >= prompts or (max_rounds and rounds >= max_rounds):
+            break
+    kept_groups = kept_groups[:prompts]
+    kept = [_regroup(t, g) for g, group in enumerate(kept_groups) for t in group]
+    return Collected(kept=kept, all=everything, rounds=rounds, groups_kept=len(kept_groups),
+                     dropped_failed=dropped, **times)
+
+
+def is_failure(traj: Trajectory) -> bool:
+    """A world failure (`failed`) or a verifier failure (timeout/error): not the model's fault."""
+    return bool(traj.failed) or traj.grade_status in ("verifier_timeout", "verifier_error")
+
+
+def _has_variance(group: list[Trajectory]) -> bool:
+    rewards = torch.tensor([t.reward for t in group], dtype=torch.float32)
+    return bool(stare.dynamic_sampling_keep(rewards, torch.zeros(len(group), dtype=torch.long))[0])
+
+
+def _split_groups(trajs: list[Trajectory], num_tasks: int, group_size: int) -> list[list[Trajectory]]:
+    if len(trajs) != num_tasks * group_size:
+        raise RuntimeError(f"rollout returned {len(trajs)} trajectories for {num_tasks} tasks × {group_size}")
+    return [trajs[i * group_size:(i + 1) * group_size] for i in range(num_tasks)]
+
+
+def _regroup(traj: Trajectory, group: int) -> Trajectory:
+    traj.group_id = group
+    return traj

@@ -1,0 +1,316 @@
+"""The STARE / DAPO / GRPO trainer: `train(cfg) -> summary`. Reads top to bottom.
+
+One training step (DESIGN.md §3):
+
+    prompts (seeded cursor) -> rollout_batch (group size n) -> rewards (+ DAPO overlong penalty)
+    -> DAPO dynamic sampling (refill rounds) -> GRPO advantages -> padded batch
+    -> old-log-prob pass (no grad) with token entropy
+    -> H̄ = token mean of the entropy over loss-mask tokens only -> controller.update(H̄)
+    -> per micro-batch: log-probs -> STARE ω -> policy loss -> backward -> optimizer step(s)
+    -> metrics (JSONL, TensorBoard, progress), evaluation, checkpoint
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import stare
+from training import runtime
+from training.batch import Batch, collate
+from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from training.config import TrainConfig, dump_yaml
+from training.evaluate import evaluate
+from training.logprobs import batch_logprobs, per_turn_means
+from training.metrics import MetricsLogger, episode_metrics
+from training.sampling import Collected, TaskStream, collect
+from training.update import fused_on_policy_update, stare_weights, update_policy
+
+
+@dataclass
+class Run:
+    """Everything live during a run (built once by `setup`)."""
+
+    cfg: TrainConfig
+    algo: stare.AlgoConfig
+    accelerator: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    tokenizer: Any
+    controller: stare.Controller
+    stream: TaskStream
+    play_train: Any
+    play_eval: Any
+    eval_sets: dict[str, list[Any]]
+    ref_model: Any
+    pad_id: int
+    run_dir: Path
+    start_step: int = 0
+    elapsed_before: float = 0.0
+    """Seconds of training done before this process (resume)."""
+    started: float = 0.0
+
+
+def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
+    """Build model, optimizer, envs and data; restore the latest checkpoint when resuming."""
+    runtime.check_config(cfg)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    run_dir = cfg.run_path
+    _prepare_run_dir(run_dir, resume=resume, overwrite=cfg.log.overwrite)
+    from transformers import set_seed
+    set_seed(cfg.seed)
+    model_dir = runtime.resolve_model_dir(cfg)
+    algo = runtime.resolve_algo(cfg, model_dir)
+    model, tokenizer = runtime.load_model_and_tokenizer(cfg, model_dir)
+    accelerator = runtime.make_accelerator(cfg)
+    optimizer, scheduler = runtime.make_optimizer(cfg, model)
+    ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    policy = runtime.make_policy(accelerator.unwrap_model(model), tokenizer)
+    make_env = runtime.make_env_factory(cfg)
+    r, e = cfg.rollout, cfg.eval
+    play_train = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=r.temperature,
+                                     top_p=r.top_p,
+                                     top_k=r.top_k)
+    play_eval = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=e.temperature,
+                                    top_p=e.top_p)
+    stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
+                        shuffle=cfg.data.shuffle, rank=accelerator.process_index,
+                        world_size=accelerator.num_processes)
+    eval_sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
+    run = Run(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
+              scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
+              stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
+              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir)
+    checkpoint = latest_checkpoint(run_dir) if resume else None
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint, accelerator)
+        run.controller.load_state_dict(state["controller"])
+        run.stream.load_state_dict(state["stream"])
+        run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
+        runtime.sync_schedule(scheduler)
+    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    return run
+
+
+def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
+    if has_checkpoints and not resume and not overwrite:
+        raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
+                              "log.overwrite=true to start it again, or another log.name")
+    if not resume:
+        for name in ("checkpoints", "tb", "model"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
+    """Train with `cfg`; with `resume`, continue from the run's latest checkpoint exactly.
+
+    Returns:
+        Summary: run_dir, steps, wall_s, `final` (the last step record) and `eval` (the last
+        evaluation record, or {}).
+    """
+    return fit(setup(cfg, resume=resume))
+
+
+def fit(run: Run) -> dict[str, Any]:
+    """The training loop over a prepared `Run` (steps, evaluation, checkpoints, final model)."""
+    cfg = run.cfg
+    logger = MetricsLogger(run.run_dir, total_steps=cfg.train.steps, tensorboard=cfg.log.tensorboard,
+                           progress=cfg.log.progress and run.accelerator.is_main_process,
+                           start_step=run.start_step)
+    run.started = time.perf_counter()
+    last, last_eval = {}, {}
+    try:
+        if cfg.eval.at_start and run.start_step == 0:
+            last_eval = _evaluate(run, 0, logger)
+        for step in range(run.start_step + 1, cfg.train.steps + 1):
+            last = train_step(run, step)
+            logger.log(last)
+            final = step == cfg.train.steps
+            if (cfg.eval.every and step % cfg.eval.every == 0) or (final and cfg.eval.at_end):
+                last_eval = _evaluate(run, step, logger)
+            if (cfg.log.save_every and step % cfg.log.save_every == 0) or final:
+                _save(run, step)
+    finally:
+        logger.close()
+    if cfg.log.save_model and run.accelerator.is_main_process:
+        run.accelerator.unwrap_model(run.model).save_pretrained(str(run.run_dir / "model"))
+        run.tokenizer.save_pretrained(str(run.run_dir / "model"))
+    return {"run_dir": str(run.run_dir), "steps": cfg.train.steps, "wall_s": _elapsed(run),
+            "final": last, "eval": last_eval}
+
+
+def train_step(run: Run, step: int) -> dict[str, Any]:
+    """One training step; returns its metrics record."""
+    cfg, t_step = run.cfg, time.perf_counter()
+    lr = float(run.scheduler.get_last_lr()[0])
+    # ---- rollouts and DAPO dynamic sampling ----------------------------------------------------------
+    collected = rollout_stage(run, step)
+    # ---- advantages, batch, old-log-prob pass, entropy gate, policy update ---------------------------
+    batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id)
+    learned, t_old, t_update = learn(run, batch, update=bool(collected.kept))
+    with warnings.catch_warnings():   # a step without an update still advances the schedule
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+        run.scheduler.step()
+    # ---- metrics -------------------------------------------------------------------------------------
+    step_s = time.perf_counter() - t_step
+    sampled = sum(sum(t.loss_mask) for t in collected.all)
+    return {"step": step, **episode_metrics(collected.all), **learned, **run.controller.metrics(),
+            "train/groups_kept": collected.groups_kept, "train/gen_rounds": collected.rounds,
+            "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
+            "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
+            "time/tools_s": collected.tool_s, "time/render_s": collected.render_s,
+            "time/reset_s": collected.reset_s, "time/old_logprob_s": t_old, "time/update_s": t_update,
+            "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
+            "time": _elapsed(run)}
+
+
+def rollout_stage(run: Run, step: int) -> Collected:
+    """Play this step's groups (DAPO dynamic sampling refills when the algorithm asks for it)."""
+    r, algo = run.cfg.rollout, run.algo
+    return collect(lambda tasks, seed: run.play_train(tasks, r.group_size, seed), run.stream, step=step,
+                   seed=run.cfg.seed, prompts=r.prompts_per_step,
+                   per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
+                   dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
+                   drop_failed=r.drop_failed)
+
+
+def learn(run: Run, batch: Batch, *, update: bool) -> tuple[dict[str, float], float, float]:
+    """Old-log-prob pass, entropy gate and (when `update`) the policy update.
+
+    Without an update (dynamic sampling kept no group) the entropy still comes from this step's
+    episodes, so the gate and the curves follow the policy.
+
+    Returns:
+        (metrics, seconds of the old-log-prob pass, seconds of the update).
+    """
+    cfg, t0 = run.cfg, time.perf_counter()
+    kwargs = {"algo": run.algo, "controller": run.controller, "accelerator": run.accelerator,
+              "temperature": cfg.rollout.temperature, "token_budget": cfg.train.micro_batch_tokens,
+              "grad_clip": cfg.optim.grad_clip, "by_length": cfg.train.sort_micro_batches}
+    if update and fused(cfg):
+        entropy_metrics: dict[str, float] = {}
+
+        def before_loss(full: Batch) -> Batch:
+            updated, metrics = entropy_stage(run, full)
+            entropy_metrics.update(metrics)
+            return updated
+        _, metrics = fused_on_policy_update(run.model, run.optimizer, reference_pass(run, batch),
+                                            before_loss=before_loss, **kwargs)
+        return {**entropy_metrics, **metrics}, 0.0, time.perf_counter() - t0
+    batch, entropy_metrics = old_logprob_pass(run, batch)
+    t_old, t0 = time.perf_counter() - t0, time.perf_counter()
+    metrics = update_policy(run.model, run.optimizer, batch, mini_batch_count=cfg.train.mini_batches,
+                            epochs=cfg.train.epochs, **kwargs) if update else {}
+    return {**entropy_metrics, **metrics}, t_old, time.perf_counter() - t0
+
+
+def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *, pad_id: int) -> Batch:
+    """Rewards (+ overlong penalty), GRPO advantages, padding, DAPO truncation masking.
+
+    The kept trajectories, or, when none was kept, every trajectory of the step with zero
+    advantages (used only for the entropy; no update follows).
+    """
+    if not collected.kept:
+        return collate(collected.all, torch.zeros(len(collected.all)), pad_id=pad_id)
+    trajs = collected.kept
+    rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+    if algo.overlong_buffer > 0:
+        lengths = torch.tensor([len(t.response_ids) for t in trajs])
+        rewards = rewards + stare.overlong_penalty(lengths, cfg.rollout.max_response_tokens,
+                                                   algo.overlong_buffer,
+                                                   algo.overlong_penalty)
+    group_ids = torch.tensor([t.group_id for t in trajs])
+    advantages = stare.grpo_advantages(rewards, group_ids, norm_std=algo.norm_adv_by_std)
+    batch = collate(trajs, advantages, pad_id=pad_id)
+    if algo.mask_truncated:
+        truncated = torch.tensor([t.finish_reason == "length" for t in trajs])
+        batch = batch.with_(loss_mask=stare.truncated_mask(batch.loss_mask, truncated))
+    return batch
+
+
+def fused(cfg: TrainConfig) -> bool:
+    """Whether the update's own forward pass serves as the old-log-prob pass (on-policy only)."""
+    return cfg.train.fuse_on_policy and cfg.train.mini_batches == 1 and cfg.train.epochs == 1
+
+
+def old_logprob_pass(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
+    """Pre-update log-probs and entropy (no grad, micro-batched), then `entropy_stage`."""
+    cfg, acc = run.cfg, run.accelerator
+    run.model.eval()
+    old_logp, entropy = batch_logprobs(run.model, batch, cfg.rollout.temperature,
+                                       token_budget=cfg.train.micro_batch_tokens, device=acc.device,
+                                       by_length=cfg.train.sort_micro_batches)
+    return entropy_stage(run, reference_pass(run, batch.with_(old_log_probs=old_logp, entropy=entropy)))
+
+
+def reference_pass(run: Run, batch: Batch) -> Batch:
+    """Reference-model log-probs for the KL term (a no-op without a reference model)."""
+    if run.ref_model is None:
+        return batch
+    ref_logp, _ = batch_logprobs(run.ref_model, batch, run.cfg.rollout.temperature,
+                                 token_budget=run.cfg.train.micro_batch_tokens, device=run.accelerator.device)
+    return batch.with_(ref_log_probs=ref_logp)
+
+
+def entropy_stage(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
+    """H̄ over loss-mask tokens, controller update, global-scope ω, per-turn entropy, quadrants.
+
+    H̄ = Σ H_t·mask_t / Σ mask_t over the whole batch (all processes), mask = the trajectories'
+    loss mask (tool output and glue excluded), the gate's input exactly as the reference defines it.
+    `batch` carries the pre-update `old_log_probs` and `entropy`.
+    """
+    cfg, algo, acc = run.cfg, run.algo, run.accelerator
+    old_logp, entropy, mask = batch.old_log_probs, batch.entropy, batch.loss_mask
+    totals = torch.stack([(entropy * mask).sum(), mask.sum()]).double().to(acc.device)
+    if acc.num_processes > 1:
+        totals = acc.reduce(totals, reduction="sum")
+    h_bar = float(totals[0] / totals[1]) if float(totals[1]) > 0 else float("nan")
+    run.controller.update(h_bar)
+    out: dict[str, float] = {"train/entropy": h_bar}
+    for turn, value in per_turn_means(entropy, mask, batch.turn_index,
+                                      max_turns=cfg.rollout.max_turns).items():
+        out[f"train/entropy_turn{turn}"] = value
+    weights = None
+    if algo.stare.scope == "global_batch":
+        weights, stats = stare_weights(old_logp, batch, algo, run.controller)
+        batch = batch.with_(weights=weights)
+        out.update({key: float(value) for key, value in stats.items()})
+    quadrants = stare.quadrant_metrics(old_logp, batch.advantages, mask, entropy,
+                                       top_ratio=algo.stare.top_ratio or 0.1, weights=weights)
+    out.update({key: float(value) for key, value in quadrants.items()})
+    out["train/trained_tokens"] = float(mask.sum()) / max(1, batch.size)
+    return batch, out
+
+
+def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
+    e = run.cfg.eval
+    metrics = evaluate(lambda tasks, k, seed: run.play_eval(tasks, k, seed), run.model, run.eval_sets, k=e.k,
+                       seed=e.seed, pad_id=run.pad_id, temperature=e.temperature,
+                       token_budget=run.cfg.train.micro_batch_tokens, device=run.accelerator.device)
+    record = {"step": step, "time": _elapsed(run), **metrics}
+    logger.log(record, kind="eval")
+    run.model.train()
+    return record
+
+
+def _save(run: Run, step: int) -> None:
+    state = {"controller": run.controller.state_dict(), "stream": run.stream.state_dict(),
+             "elapsed": _elapsed(run)}
+    save_checkpoint(run.run_dir, step, run.accelerator, state, keep=run.cfg.log.keep_checkpoints)
+
+
+def _elapsed(run: Run) -> float:
+    return run.elapsed_before + (time.perf_counter() - run.started if run.started else 0.0)
