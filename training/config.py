@@ -45,9 +45,7 @@ class DataConfig:
     env: str = "stare/PythonTool-v0"
     """Gymnasium id of the environment (registered by `import envs` or a `stare.envs` entry point)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for `envs.make(env, **env_kwargs)`, e.g. {prompt: compact}."""
-    stateless_tools: bool = False
-    """Run each code call on a warm pooled interpreter, not a per-episode session (no state between calls)."""
+    """Keyword arguments for `envs.make(env, **env_kwargs)`, e.g. {prompt_template: plain, persistent: false}."""
     train_tasks: str = "countdown-train"
     """Task set name or path for `tasks.load`."""
     train_limit: int = 0

@@ -113,10 +113,6 @@ def make_env_factory(cfg: TrainConfig) -> Callable[[], Any]:
     """A zero-argument env constructor for `agents.rollout_batch` (one env per episode)."""
     import envs
     env_id, kwargs = cfg.data.env, dict(cfg.data.env_kwargs)
-    if cfg.data.stateless_tools:   # the warm start's demonstrations were played the same way
-        from envs.sandbox import shared_local_sandbox
-        from training.preset.warmstart import StatelessSandbox
-        kwargs["sandbox"] = StatelessSandbox(shared_local_sandbox())
     envs.make(env_id, **kwargs).close()   # fail now, with the registry's message, on a bad id or kwargs
     return lambda: envs.make(env_id, **kwargs)
 

@@ -8,7 +8,7 @@ token entropy of sampled tokens → `save_pretrained` model and tokenizer plus `
 The directory is written under a temporary name and renamed into place, under a file lock, so
 parallel bench workers build it once and never see a half-written model.
 
-Demonstrations and the measurement use the env with the preset's kwargs but a *stateless* view of
+Demonstrations and the measurement use the env with the preset's kwargs and `persistent=False`: a *stateless* view of
 the shared local sandbox (every call on a warm pooled interpreter instead of one new interpreter
 session per episode: ~5x faster here). For `print(EXPR)` calls the observation, and therefore every
 token, is the same as with sessions; a test checks it.
@@ -48,26 +48,12 @@ def _log(msg: str) -> None:
     print(f"[preset] {msg}", file=sys.stderr, flush=True)
 
 
-class StatelessSandbox:
-    """Exposes only `run` of a sandbox, so the env runs each call on a pooled interpreter (no session)."""
-
-    def __init__(self, sandbox: Any) -> None:
-        self._sandbox = sandbox
-
-    def run(self, code: str, **kwargs: Any) -> Any:
-        """Run one program on the wrapped sandbox."""
-        return self._sandbox.run(code, **kwargs)
-
-
 def make_env_factory(settings: PresetSettings, *, stateless: bool = True) -> Any:
     """A zero-argument env builder with the preset's env id and kwargs (see the module docstring)."""
     import envs
 
     kwargs = dict(settings.env_kwargs)
-    if stateless:
-        from envs.sandbox import shared_local_sandbox
-
-        kwargs["sandbox"] = StatelessSandbox(shared_local_sandbox())
+    kwargs["persistent"] = not stateless  # stateless: each call on a pooled interpreter, no session
     return lambda: envs.make(settings.env_id, **kwargs)
 
 
