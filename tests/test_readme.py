@@ -19,4 +19,4 @@ def test_readme_gives_exactly_the_two_newcomer_commands_and_ci_runs_the_test_one
 def test_readme_config_table_is_current():
     table = markdown()
     current = table[table.index("| key |"):]
-    assert current in README, "README's config table is stale: regenerate it from training.config_doc"
+    assert current in README, "README's config table is stale: run `python -m training.config_doc --readme`"

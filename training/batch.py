@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 
 from agents.trajectory import Trajectory
+from training import distributed
+from training.rollout_engine import rollout_log_probs
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class Batch:
     """(B, R) float32 token entropy under the pre-update policy."""
     ref_log_probs: Tensor | None = None
     """(B, R) float32 log-probs under the reference model (only with a KL term)."""
+    rollout_log_probs: Tensor | None = None
+    """(B, R) float32 log-probs of the rollout engine (`Trajectory.logprobs`; 0 on injected tokens)."""
+    tis_weights: Tensor | None = None
+    """(B, R) truncated importance weights min(π_old/π_rollout, C) multiplied into the loss (tis_cap > 0)."""
     weights: Tensor | None = None
     """(B, R) STARE ω precomputed over the whole batch (weight_scope=global_batch)."""
 
@@ -110,8 +116,12 @@ def collate(trajectories: Sequence[Trajectory], advantages: Tensor, *, pad_id: i
         if r:
             mask[i, :r] = torch.tensor(traj.loss_mask, dtype=torch.float32)
             turns[i, :r] = torch.tensor(traj.turn_index or [0] * r, dtype=torch.long)
+    rollout = None   # scripted trajectories may carry no log-probs
+    if all(len(t.logprobs) == len(t.response_ids) for t in trajectories):
+        rollout = rollout_log_probs(trajectories, width_r)
     return Batch(input_ids=ids, attention_mask=attn, response_ids=ids[:, width_p:], loss_mask=mask,
-                 turn_index=turns, advantages=advantages.float(), prompt_width=width_p)
+                 turn_index=turns, advantages=advantages.float(), prompt_width=width_p,
+                 rollout_log_probs=rollout)
 
 
 def _check_lengths(traj: Trajectory, row: int) -> None:
@@ -120,6 +130,26 @@ def _check_lengths(traj: Trajectory, row: int) -> None:
         raise ValueError(f"trajectory {row} ({traj.task_id!r}): loss_mask has {len(traj.loss_mask)} entries "
                          "and "
                          f"turn_index {len(traj.turn_index)} for {r} response tokens; they must match")
+
+
+def placeholder_rows(batch: Batch, rows: int) -> Batch:
+    """`batch` grown to at least `rows` rows by copies of its first row with loss mask 0, advantage 0.
+
+    A placeholder row is forwarded and back-propagated like any other but contributes no token to
+    the loss, the entropy or any count; a data-parallel process that has too few (or no) kept rows
+    uses them to take part in the same collectives and optimizer steps as the others.
+    """
+    if batch.size >= rows:
+        return batch
+    extra = rows - batch.size
+    index = torch.cat([torch.arange(batch.size), torch.zeros(extra, dtype=torch.long)])
+    grown = {f.name: getattr(batch, f.name)[index] for f in fields(batch)
+             if isinstance(getattr(batch, f.name), Tensor)}
+    blank = torch.arange(index.numel()) >= batch.size
+    grown["loss_mask"] = grown["loss_mask"].masked_fill(blank[:, None], 0.0)
+    grown["advantages"] = grown["advantages"].masked_fill(blank, 0.0)
+    grown["response_ids"] = grown["input_ids"][:, batch.prompt_width:]
+    return replace(batch, **grown)
 
 
 def micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
@@ -157,6 +187,27 @@ def micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
     if current:
         groups.append(current)
     return groups
+
+
+def equal_micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
+                        by_length: bool = False) -> tuple[Batch, list[list[int]]]:
+    """`micro_batches`, padded so every data-parallel process runs the same number of them.
+
+    DDP (buffer broadcast), FSDP and ZeRO-3 (parameter all-gathers) run collectives inside every
+    forward pass, so all processes must run as many forward passes: a process with fewer
+    micro-batches than the maximum over processes (what verl does too) gets extra micro-batches of
+    one placeholder row (loss mask 0: no token, no gradient), appended to the returned batch.
+    In one process this is `micro_batches` and `batch` unchanged.
+
+    Returns:
+        (the batch, possibly with one placeholder row appended at index `batch.size`, the groups).
+    """
+    groups = micro_batches(batch, rows, token_budget, by_length=by_length)
+    target = distributed.all_max(len(groups))
+    if target == len(groups):
+        return batch, groups
+    spare = batch.size
+    return placeholder_rows(batch, spare + 1), groups + [[spare] for _ in range(target - len(groups))]
 
 
 def mini_batches(size: int, count: int) -> list[list[int]]:

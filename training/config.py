@@ -45,7 +45,7 @@ class DataConfig:
     env: str = "stare/PythonTool-v0"
     """Gymnasium id of the environment (registered by `import envs` or a `stare.envs` entry point)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for `envs.make(env, **env_kwargs)`, e.g. {prompt_template: plain, persistent: false}."""
+    """Keyword arguments for `envs.make(env, **env_kwargs)`, e.g. {prompt_template: plain}."""
     train_tasks: str = "countdown-train"
     """Task set name or path for `tasks.load`."""
     train_limit: int = 0
@@ -84,10 +84,32 @@ class RolloutConfig:
     """Episodes played at once per rollout call (0 = all); e.g. 64 for the local sandbox's session cap."""
     drop_failed: bool = True
     """Drop episodes with a world failure (`failed`) or a verifier failure from the loss."""
+    engine: Literal["hf", "vllm"] = "hf"
+    """Rollout engine: `hf` (the live model) or `vllm` (weights pushed in after each optimizer step)."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling cap C: loss × min(π_old/π_rollout, C) per token (0 = off)."""
+    vllm_gpu_memory_utilization: float = 0.5
+    """vLLM: fraction of the GPU memory the engine may take (colocated with the trainer: leave it room)."""
+    vllm_enforce_eager: bool = True
+    """vLLM: no CUDA graphs / torch.compile (fast start; false = faster generation after a long warm-up)."""
+    vllm_tensor_parallel_size: int = 1
+    """vLLM: GPUs the engine shards the model over."""
+    vllm_dtype: str = ""
+    """vLLM: engine dtype (empty = model.dtype)."""
+    vllm_max_model_len: int = 0
+    """vLLM: max prompt + response tokens per sequence (0 = the model's own limit)."""
+    vllm_device_ids: tuple[int, ...] = ()
+    """vLLM: physical GPU ids for the engine, e.g. [1] beside a trainer on GPU 0 (empty = colocated)."""
 
     def __post_init__(self) -> None:
         _positive(self, "prompts_per_step", "group_size", "max_new_tokens", "max_turns",
-                  "max_response_tokens", "max_tool_tokens", "max_workers")
+                  "max_response_tokens", "max_tool_tokens", "max_workers", "vllm_tensor_parallel_size")
+        gpu_share = self.vllm_gpu_memory_utilization
+        if self.tis_cap < 0 or not 0 < gpu_share <= 1 or self.vllm_max_model_len < 0:
+            raise ValueError("rollout: need tis_cap >= 0 (0 = off), vllm_gpu_memory_utilization in (0, 1], "
+                             f"vllm_max_model_len >= 0; got tis_cap={self.tis_cap}, "
+                             f"vllm_gpu_memory_utilization={gpu_share}, "
+                             f"vllm_max_model_len={self.vllm_max_model_len}")
         if self.max_live_episodes < 0:
             raise ValueError(f"rollout.max_live_episodes must be >= 0 (0 = all), "
                              f"got {self.max_live_episodes}")

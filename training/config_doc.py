@@ -82,5 +82,20 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def update_readme(path: str = "README.md") -> None:
+    """Rewrite the config table at the end of the README (everything from its `| key |` header on)."""
+    import pathlib
+
+    readme = pathlib.Path(path)
+    text = readme.read_text()
+    table = markdown()
+    readme.write_text(text[: text.index("| key |")] + table[table.index("| key |"):])
+
+
 if __name__ == "__main__":
-    print(markdown(), end="")
+    import sys
+
+    if sys.argv[1:] == ["--readme"]:
+        update_readme()
+    else:
+        print(markdown(), end="")

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from stare.losses import token_logprobs_and_entropy
-from training.batch import Batch, micro_batches
+from training.batch import Batch, equal_micro_batches
 
 
 def forward_logprobs(model: nn.Module, batch: Batch, temperature: float, *,
@@ -54,7 +54,12 @@ def batch_logprobs(model: nn.Module, batch: Batch, temperature: float, *, token_
     width_r = batch.response_ids.shape[1]
     logp = torch.zeros((batch.size, width_r), dtype=torch.float32)
     ent = torch.zeros_like(logp)
-    for rows in micro_batches(batch, range(batch.size), token_budget, by_length=by_length):
+    padded, groups = equal_micro_batches(batch, range(batch.size), token_budget, by_length=by_length)
+    for rows in groups:
+        if rows[0] >= batch.size:   # placeholder micro-batch: keeps data-parallel forwards in step
+            with torch.inference_mode():
+                forward_logprobs(model, to_device(padded.select(rows), device), temperature)
+            continue
         mb = to_device(batch.select(rows), device)
         with torch.inference_mode():   # outputs are copied into normal tensors (safe to use under autograd)
             mb_logp, mb_ent = forward_logprobs(model, mb, temperature)

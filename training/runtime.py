@@ -158,10 +158,21 @@ def _concat(chunks: list[Any]) -> Any:
     return out
 
 
-def make_policy(model: Any, tokenizer: Any) -> Any:
-    """An `agents.HFPolicy` over the live model (no copy): rollouts always use the current weights."""
+def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig | None = None,
+                model_dir: Path | None = None) -> Any:
+    """The rollout policy: rollouts always use the current weights.
+
+    `rollout.engine=hf` (or no `cfg`): an `agents.HFPolicy` over the live model (no copy).
+    `rollout.engine=vllm`: a `training.rollout_engine.SyncedVLLMPolicy`, a vLLM engine built from
+    `model_dir` into which the weights are pushed after every optimizer step (docs/vllm.md).
+    """
     import agents
     eos = tokenizer.eos_token_id
+    if cfg is not None and cfg.rollout.engine == "vllm":
+        from training.rollout_engine import make_vllm_policy
+        if model_dir is None:
+            raise ValueError("rollout.engine=vllm: make_policy needs model_dir (the engine loads it)")
+        return make_vllm_policy(cfg, model, model_dir, eos_token_ids=[eos])
     return agents.HFPolicy(model, eos_token_ids=[eos], pad_token_id=pad_id(tokenizer))
 
 

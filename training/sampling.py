@@ -17,6 +17,7 @@ import torch
 
 import stare
 from agents.trajectory import Trajectory
+from training import distributed
 
 
 class TaskStream:
@@ -46,8 +47,9 @@ class TaskStream:
     def take(self, count: int) -> list[Any]:
         """The next `count` tasks of this process.
 
-        With several processes every process advances the shared cursor by count × world_size and
-        keeps its own interleaved share.
+        With W processes every process advances the shared cursor by count × W and keeps the tasks
+        at positions rank, rank + W, ... of them, so W processes taking `count` each play exactly
+        the count × W prompts one process taking count × W would.
         """
         out = []
         for _ in range(count * self.world_size):
@@ -82,13 +84,13 @@ class Collected:
     """What the rollout stage of one step produced."""
 
     kept: list[Trajectory]
-    """Trajectories entering the loss (group-major; `group_id` renumbered 0..G-1)."""
+    """This process's trajectories entering the loss (group-major; `group_id` renumbered 0..G-1)."""
     all: list[Trajectory]
     """Every trajectory sampled this step (for accuracy, lengths and tool metrics)."""
     rounds: int = 0
     """Generation rounds used."""
     groups_kept: int = 0
-    """Groups entering the loss."""
+    """Groups entering the loss, over all processes."""
     dropped_failed: int = 0
     """Trajectories dropped as world or verifier failures."""
     rollout_s: float = 0.0
@@ -117,6 +119,12 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
     kept or `max_rounds` rounds ran (0 = unlimited); surplus groups are cut. When the limit is hit
     the step trains on the groups it has (possibly none), and `groups_kept` says so.
 
+    With several processes (`stream.world_size` > 1) each plays its share of every round's prompts
+    (whole groups: a prompt's n completions stay on one process), the stop test uses the kept count
+    summed over processes, and the cut keeps the first `prompts` groups in global draw order, so
+    the processes together keep the groups one process would. Advantages are then computed locally:
+    exact, because a group never spans processes.
+
     Args:
         rollout: plays episodes for a list of tasks (see `RolloutFn`).
         stream: the task cursor.
@@ -129,14 +137,14 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
         max_rounds: round limit (0 = unlimited).
         drop_failed: drop failed / verifier-failure episodes from the loss.
     """
-    kept_groups: list[list[Trajectory]] = []
+    kept_groups: list[tuple[tuple[int, int], list[Trajectory]]] = []
     everything: list[Trajectory] = []
     rounds, dropped = 0, 0
     times = {"rollout_s": 0.0, "generation_s": 0.0, "tool_s": 0.0, "render_s": 0.0, "reset_s": 0.0}
+    rank, world = stream.rank, stream.world_size
     while True:
-        count = per_round if dynamic_sampling else prompts
-        tasks = stream.take(count)
-        rs = round_seed(seed, step, rounds, stream.rank)
+        tasks = stream.take(share(per_round if dynamic_sampling else prompts, world))
+        rs = round_seed(seed, step, rounds, rank)
         torch.manual_seed(rs)
         start = time.perf_counter()
         trajs = rollout(tasks, rs)
@@ -144,20 +152,43 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
         stats = getattr(trajs, "stats", None)   # agents.RolloutBatch carries a time split
         for key in ("generation_s", "tool_s", "render_s", "reset_s"):
             times[key] += float(getattr(stats, key, 0.0))
-        rounds += 1
         everything += trajs
-        groups = _split_groups(trajs, len(tasks), group_size)
-        for group in groups:
+        for local, group in enumerate(_split_groups(trajs, len(tasks), group_size)):
             usable = [t for t in group if not (drop_failed and is_failure(t))]
             dropped += len(group) - len(usable)
             if usable and (not dynamic_sampling or _has_variance(usable)):
-                kept_groups.append(usable)
-        if not dynamic_sampling or len(kept_groups) >= prompts or (max_rounds and rounds >= max_rounds):
+                kept_groups.append(((rounds, local * world + rank), usable))   # key: global draw order
+        rounds += 1
+        total = int(distributed.all_sum(torch.tensor(len(kept_groups))))     # over all processes
+        if not dynamic_sampling or total >= prompts or (max_rounds and rounds >= max_rounds):
             break
-    kept_groups = kept_groups[:prompts]
-    kept = [_regroup(t, g) for g, group in enumerate(kept_groups) for t in group]
-    return Collected(kept=kept, all=everything, rounds=rounds, groups_kept=len(kept_groups),
+    mine = _first_groups([key for key, _ in kept_groups], prompts, world)
+    groups = [group for key, group in kept_groups if key in mine]
+    kept = [_regroup(t, g) for g, group in enumerate(groups) for t in group]
+    return Collected(kept=kept, all=everything, rounds=rounds,
+                     groups_kept=int(distributed.all_sum(torch.tensor(len(groups)))),
                      dropped_failed=dropped, **times)
+
+
+def share(count: int, world: int) -> int:
+    """Prompts per process when `world` processes share `count` prompts (whole prompts each)."""
+    if count % world:
+        raise ValueError(f"{count} prompts cannot be shared evenly by {world} processes; make "
+                         "rollout.prompts_per_step and rollout.prompts_per_round multiples of the "
+                         "process count")
+    return count // world
+
+
+def _first_groups(keys: list[tuple[int, int]], prompts: int, world: int) -> set[tuple[int, int]]:
+    """This process's keys among the first `prompts` kept groups of all processes, in draw order.
+
+    A group's key is (round, index of its prompt in the round's global draw), so the cut keeps
+    exactly the groups one process would have kept; each process keeps its own whole groups.
+    """
+    if world == 1:
+        return set(keys[:prompts])
+    everyone = sorted(key for keys_r in distributed.gather_objects(keys) for key in keys_r)
+    return set(keys) & set(everyone[:prompts])
 
 
 def is_failure(traj: Trajectory) -> bool:

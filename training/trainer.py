@@ -8,6 +8,13 @@ One training step (DESIGN.md §3):
     -> H̄ = token mean of the entropy over loss-mask tokens only -> controller.update(H̄)
     -> per micro-batch: log-probs -> STARE ω -> policy loss -> backward -> optimizer step(s)
     -> metrics (JSONL, TensorBoard, progress), evaluation, checkpoint
+
+Under `torchrun` / `accelerate launch` (W processes) each process plays its share of every round's
+prompts as whole groups (`training.sampling.collect`), computes advantages over its own groups
+(exact: a group never spans processes), and the step's global quantities come from collectives
+(`training.distributed`): H̄ from all-reduced Σ H·mask and Σ mask, the `global_batch` STARE
+selection over the gathered candidates, the token-mean denominator from the global token count.
+Process 0 writes metrics, evaluations and the final model; checkpoints are collective.
 """
 
 from __future__ import annotations
@@ -22,15 +29,16 @@ from typing import Any
 import torch
 
 import stare
-from training import runtime
-from training.batch import Batch, collate
+from training import distributed, runtime
+from training.batch import Batch, collate, placeholder_rows
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from training.config import TrainConfig, dump_yaml
 from training.evaluate import evaluate
 from training.logprobs import batch_logprobs, per_turn_means
 from training.metrics import MetricsLogger, episode_metrics
-from training.sampling import Collected, TaskStream, collect
-from training.update import fused_on_policy_update, stare_weights, update_policy
+from training.rollout_engine import logprob_mismatch, tis_weights
+from training.sampling import Collected, TaskStream, collect, share
+from training.update import fused_on_policy_update, global_stare_weights, update_policy
 
 
 @dataclass
@@ -64,17 +72,20 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     run_dir = cfg.run_path
-    _prepare_run_dir(run_dir, resume=resume, overwrite=cfg.log.overwrite)
+    accelerator = runtime.make_accelerator(cfg)
+    _check_sharding(cfg, accelerator.num_processes)
+    if accelerator.is_main_process:
+        _prepare_run_dir(run_dir, resume=resume, overwrite=cfg.log.overwrite)
+    accelerator.wait_for_everyone()
     from transformers import set_seed
     set_seed(cfg.seed)
     model_dir = runtime.resolve_model_dir(cfg)
     algo = runtime.resolve_algo(cfg, model_dir)
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, model_dir)
-    accelerator = runtime.make_accelerator(cfg)
     optimizer, scheduler = runtime.make_optimizer(cfg, model)
     ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    policy = runtime.make_policy(accelerator.unwrap_model(model), tokenizer)
+    policy = runtime.make_policy(accelerator.unwrap_model(model), tokenizer, cfg, model_dir)
     make_env = runtime.make_env_factory(cfg)
     r, e = cfg.rollout, cfg.eval
     play_train = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=r.temperature,
@@ -97,8 +108,16 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
         run.stream.load_state_dict(state["stream"])
         run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
         runtime.sync_schedule(scheduler)
-    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    if accelerator.is_main_process:
+        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     return run
+
+
+def _check_sharding(cfg: TrainConfig, world: int) -> None:
+    """Fail at start-up, not mid-run, when the prompts cannot be shared by whole groups."""
+    r = cfg.rollout
+    share(r.prompts_per_step, world)
+    share(r.prompts_per_round or r.prompts_per_step, world)
 
 
 def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
@@ -127,9 +146,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
 def fit(run: Run) -> dict[str, Any]:
     """The training loop over a prepared `Run` (steps, evaluation, checkpoints, final model)."""
     cfg = run.cfg
-    logger = MetricsLogger(run.run_dir, total_steps=cfg.train.steps, tensorboard=cfg.log.tensorboard,
-                           progress=cfg.log.progress and run.accelerator.is_main_process,
-                           start_step=run.start_step)
+    logger: Any = _SilentLogger()
+    if run.accelerator.is_main_process:
+        logger = MetricsLogger(run.run_dir, total_steps=cfg.train.steps, tensorboard=cfg.log.tensorboard,
+                               progress=cfg.log.progress, start_step=run.start_step)
     run.started = time.perf_counter()
     last, last_eval = {}, {}
     try:
@@ -145,9 +165,12 @@ def fit(run: Run) -> dict[str, Any]:
                 _save(run, step)
     finally:
         logger.close()
-    if cfg.log.save_model and run.accelerator.is_main_process:
-        run.accelerator.unwrap_model(run.model).save_pretrained(str(run.run_dir / "model"))
-        run.tokenizer.save_pretrained(str(run.run_dir / "model"))
+    if cfg.log.save_model:
+        state = run.accelerator.get_state_dict(run.model)   # collective under FSDP / ZeRO-3: all processes
+        if run.accelerator.is_main_process:
+            out = str(run.run_dir / "model")
+            run.accelerator.unwrap_model(run.model).save_pretrained(out, state_dict=state)
+            run.tokenizer.save_pretrained(out)
     return {"run_dir": str(run.run_dir), "steps": cfg.train.steps, "wall_s": _elapsed(run),
             "final": last, "eval": last_eval}
 
@@ -159,15 +182,16 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     # ---- rollouts and DAPO dynamic sampling ----------------------------------------------------------
     collected = rollout_stage(run, step)
     # ---- advantages, batch, old-log-prob pass, entropy gate, policy update ---------------------------
-    batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id)
-    learned, t_old, t_update = learn(run, batch, update=bool(collected.kept))
+    update = collected.groups_kept > 0     # global: every process takes the same branch
+    batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=update)
+    learned, t_old, t_update = learn(run, batch, update=update)
     with warnings.catch_warnings():   # a step without an update still advances the schedule
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
         run.scheduler.step()
     # ---- metrics -------------------------------------------------------------------------------------
     step_s = time.perf_counter() - t_step
-    sampled = sum(sum(t.loss_mask) for t in collected.all)
-    return {"step": step, **episode_metrics(collected.all), **learned, **run.controller.metrics(),
+    sampled = int(distributed.all_sum(torch.tensor(sum(sum(t.loss_mask) for t in collected.all))))
+    return {"step": step, **global_episode_metrics(collected.all), **learned, **run.controller.metrics(),
             "train/groups_kept": collected.groups_kept, "train/gen_rounds": collected.rounds,
             "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
             "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
@@ -175,6 +199,14 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             "time/reset_s": collected.reset_s, "time/old_logprob_s": t_old, "time/update_s": t_update,
             "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
             "time": _elapsed(run)}
+
+
+def global_episode_metrics(trajs: list[Any]) -> dict[str, float]:
+    """`episode_metrics` over every process's episodes: Σ_r n_r · mean_r / Σ_r n_r per key."""
+    parts = distributed.gather_objects((len(trajs), episode_metrics(trajs)))
+    total = sum(n for n, _ in parts)
+    keys = dict.fromkeys(key for _, means in parts for key in means)
+    return {key: sum(n * means.get(key, 0.0) for n, means in parts) / total for key in keys} if total else {}
 
 
 def rollout_stage(run: Run, step: int) -> Collected:
@@ -200,7 +232,7 @@ def learn(run: Run, batch: Batch, *, update: bool) -> tuple[dict[str, float], fl
     kwargs = {"algo": run.algo, "controller": run.controller, "accelerator": run.accelerator,
               "temperature": cfg.rollout.temperature, "token_budget": cfg.train.micro_batch_tokens,
               "grad_clip": cfg.optim.grad_clip, "by_length": cfg.train.sort_micro_batches}
-    if update and fused(cfg):
+    if update and fused(cfg, run.accelerator.num_processes):
         entropy_metrics: dict[str, float] = {}
 
         def before_loss(full: Batch) -> Batch:
@@ -217,14 +249,22 @@ def learn(run: Run, batch: Batch, *, update: bool) -> tuple[dict[str, float], fl
     return {**entropy_metrics, **metrics}, t_old, time.perf_counter() - t0
 
 
-def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *, pad_id: int) -> Batch:
+def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *, pad_id: int,
+               update: bool = True) -> Batch:
     """Rewards (+ overlong penalty), GRPO advantages, padding, DAPO truncation masking.
 
-    The kept trajectories, or, when none was kept, every trajectory of the step with zero
-    advantages (used only for the entropy; no update follows).
+    The kept trajectories, or, when no process kept any (`update` false), every trajectory of the
+    step with zero advantages (used only for the entropy; no update follows). A process that kept
+    no group while others did gets placeholder rows (loss mask 0), so it joins the collectives and
+    the gradient all-reduce without adding a token. With several processes every process holds at
+    least `train.mini_batches` rows, so all run the same number of optimizer steps.
     """
-    if not collected.kept:
+    if not update:
         return collate(collected.all, torch.zeros(len(collected.all)), pad_id=pad_id)
+    if not collected.kept:
+        blank = collate(collected.all[:1], torch.zeros(1), pad_id=pad_id)
+        blank = blank.with_(loss_mask=torch.zeros_like(blank.loss_mask))
+        return placeholder_rows(blank, cfg.train.mini_batches)
     trajs = collected.kept
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
     if algo.overlong_buffer > 0:
@@ -238,12 +278,19 @@ def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *
     if algo.mask_truncated:
         truncated = torch.tensor([t.finish_reason == "length" for t in trajs])
         batch = batch.with_(loss_mask=stare.truncated_mask(batch.loss_mask, truncated))
+    if distributed.world_size() > 1 and batch.size < cfg.train.mini_batches:
+        batch = placeholder_rows(batch, cfg.train.mini_batches)
     return batch
 
 
-def fused(cfg: TrainConfig) -> bool:
-    """Whether the update's own forward pass serves as the old-log-prob pass (on-policy only)."""
-    return cfg.train.fuse_on_policy and cfg.train.mini_batches == 1 and cfg.train.epochs == 1
+def fused(cfg: TrainConfig, processes: int = 1) -> bool:
+    """Whether the update's own forward pass serves as the old-log-prob pass (on-policy, one process).
+
+    With several processes the separate no-grad pass is used: the fused path runs every forward
+    before any backward, which DDP's gradient reducer does not allow.
+    """
+    return (cfg.train.fuse_on_policy and cfg.train.mini_batches == 1 and cfg.train.epochs == 1
+            and processes == 1)
 
 
 def old_logprob_pass(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
@@ -272,20 +319,23 @@ def entropy_stage(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
     loss mask (tool output and glue excluded), the gate's input exactly as the reference defines it.
     `batch` carries the pre-update `old_log_probs` and `entropy`.
     """
-    cfg, algo, acc = run.cfg, run.algo, run.accelerator
+    cfg, algo = run.cfg, run.algo
     old_logp, entropy, mask = batch.old_log_probs, batch.entropy, batch.loss_mask
-    totals = torch.stack([(entropy * mask).sum(), mask.sum()]).double().to(acc.device)
-    if acc.num_processes > 1:
-        totals = acc.reduce(totals, reduction="sum")
+    totals = distributed.all_sum(torch.stack([(entropy * mask).sum(), mask.sum()]).double())
     h_bar = float(totals[0] / totals[1]) if float(totals[1]) > 0 else float("nan")
     run.controller.update(h_bar)
     out: dict[str, float] = {"train/entropy": h_bar}
+    if batch.rollout_log_probs is not None:   # rollout engine vs trainer, loss-mask tokens (docs/vllm.md)
+        out.update(logprob_mismatch(old_logp, batch.rollout_log_probs, mask, reduce=distributed.all_sum))
+        if cfg.rollout.tis_cap > 0:
+            tis = tis_weights(old_logp, batch.rollout_log_probs, cfg.rollout.tis_cap)
+            batch = batch.with_(tis_weights=tis)
     for turn, value in per_turn_means(entropy, mask, batch.turn_index,
                                       max_turns=cfg.rollout.max_turns).items():
         out[f"train/entropy_turn{turn}"] = value
     weights = None
     if algo.stare.scope == "global_batch":
-        weights, stats = stare_weights(old_logp, batch, algo, run.controller)
+        weights, stats = global_stare_weights(old_logp, batch, algo, run.controller)
         batch = batch.with_(weights=weights)
         out.update({key: float(value) for key, value in stats.items()})
     quadrants = stare.quadrant_metrics(old_logp, batch.advantages, mask, entropy,
@@ -293,6 +343,16 @@ def entropy_stage(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
     out.update({key: float(value) for key, value in quadrants.items()})
     out["train/trained_tokens"] = float(mask.sum()) / max(1, batch.size)
     return batch, out
+
+
+class _SilentLogger:
+    """The metrics sink of processes other than 0 (they compute, process 0 writes)."""
+
+    def log(self, record: dict[str, Any], *, kind: str = "metrics") -> None:
+        """Drop the record."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:

@@ -11,6 +11,11 @@ Per micro-batch:
 
 and one optimizer step per mini-batch (gradient clipping first). The global counts make the
 micro-batch losses add up to the mini-batch loss exactly, whatever the micro-batch split.
+
+With W data-parallel processes the counts are summed over processes (N = Σ_ranks N_r) and each
+process back-propagates W · loss_r: DDP / FSDP / ZeRO average gradients over processes, so the
+step's gradient is ∇ Σ_r loss_r = the token mean over the global mini-batch, exactly as in one
+process holding every row.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import torch
 from torch import Tensor, nn
 
 import stare
-from training.batch import Batch, micro_batches, mini_batches
+from training import distributed
+from training.batch import Batch, equal_micro_batches, micro_batches, mini_batches
 from training.logprobs import forward_logprobs, to_device
+from training.rollout_engine import combine_weights
 
 
 def stare_weights(log_probs: Tensor, batch: Batch, algo: stare.AlgoConfig,
@@ -34,13 +41,51 @@ def stare_weights(log_probs: Tensor, batch: Batch, algo: stare.AlgoConfig,
 
     Returns (None, {}) when STARE is disabled (the reference returns no statistics then).
     """
+    return _weights(log_probs.detach(), batch.advantages, batch.loss_mask, algo, controller)
+
+
+def global_stare_weights(log_probs: Tensor, batch: Batch, algo: stare.AlgoConfig,
+                         controller: stare.Controller) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """ω over the global batch (scope `global_batch`) when the rows are spread over processes.
+
+    Every process's (B_r, R_r) log-probs, loss masks and (B_r,) advantages are gathered (rows in
+    rank order, responses padded with mask 0, so padding is never a candidate), the top-P
+    selection runs once over all of them, exactly as in one process (the selection is global
+    across sequences, so the row order does not matter up to ties), and each process keeps its
+    own rows. The statistics are the global selection's. Costs one all_gather of 3 · B · R floats.
+    """
+    if distributed.world_size() == 1 or not algo.stare.enabled:
+        return stare_weights(log_probs, batch, algo, controller)
+    rows, width = batch.loss_mask.shape
+    logp = distributed.gather_rows(log_probs.detach().float())
+    mask = distributed.gather_rows(batch.loss_mask.float())
+    advantages = distributed.gather_rows(batch.advantages.float())
+    weights, stats = _weights(logp, advantages, mask, algo, controller)
+    start = distributed.row_offset(rows)
+    return weights[start:start + rows, :width].contiguous(), stats
+
+
+def _weights(log_probs: Tensor, advantages: Tensor, mask: Tensor, algo: stare.AlgoConfig,
+             controller: stare.Controller) -> tuple[Tensor | None, dict[str, Tensor]]:
     cfg = algo.stare
     if not cfg.enabled:
         return None, {}
     return stare.token_weights_with_stats(
-        log_probs.detach(), batch.advantages, batch.loss_mask, variant=cfg.variant, top_ratio=cfg.top_ratio,
+        log_probs, advantages, mask, variant=cfg.variant, top_ratio=cfg.top_ratio,
         w=controller.w, m=controller.m, gate_on=controller.gate_on, entropy=controller.entropy,
         target_entropy=controller.target_entropy)
+
+
+def global_totals(mask: Tensor, device: torch.device | str) -> dict[str, Tensor]:
+    """Token and sequence counts of a mini-batch over all processes (`num_tokens`, `num_seqs`).
+
+    Args:
+        mask: (B_r, R) loss mask of this process's rows of the mini-batch.
+        device: where the loss is computed.
+    """
+    counts = torch.stack([mask.sum(), (mask.sum(-1) > 0).sum().to(mask.dtype)]).double()
+    counts = distributed.all_sum(counts).to(torch.float32)
+    return {"num_tokens": counts[0].to(device), "num_seqs": counts[1].to(device)}
 
 
 def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, *, algo: stare.AlgoConfig,
@@ -77,15 +122,15 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     norms: list[Tensor] = []
     for _ in range(epochs):
         for rows in mini_batches(batch.size, mini_batch_count):
-            mask = batch.loss_mask[rows]
-            totals = {"num_tokens": mask.sum().to(device), "num_seqs": (mask.sum(-1) > 0).sum().to(device)}
-            groups = micro_batches(batch, rows, token_budget, by_length=by_length)
+            totals = global_totals(batch.loss_mask[rows], device)
+            padded, groups = equal_micro_batches(batch, rows, token_budget, by_length=by_length)
             for is_last, group in _last_flag(groups):
                 with _maybe_no_sync(accelerator, model, not is_last):
-                    loss, metrics = _micro_step(model, to_device(batch.select(group), device), algo,
-                                                controller,
-                                                temperature, totals)
-                    accelerator.backward(loss)
+                    loss, metrics = _micro_step(model, to_device(padded.select(group), device), algo,
+                                                controller, temperature, totals)
+                    accelerator.backward(loss * accelerator.num_processes)
+                if group[0] >= batch.size:     # a placeholder micro-batch: no tokens, no metrics
+                    continue
                 for key, value in metrics.items():
                     sums[key] = sums[key] + value.detach().float()
                     counts[key] += 1
@@ -111,6 +156,7 @@ def micro_loss(logp: Tensor, entropy: Tensor, mb: Batch, algo: stare.AlgoConfig,
         weights, stats = mb.weights, {}
     else:
         weights, stats = stare_weights(logp, mb, algo, controller)
+    weights = combine_weights(weights, mb.tis_weights)   # truncated importance sampling (rollout.tis_cap)
     loss, metrics = stare.policy_loss(
         logp, mb.old_log_probs, mb.advantages, mb.loss_mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
         clip_c=algo.clip_c, weights=weights, agg=algo.loss_agg, **totals)
@@ -156,14 +202,13 @@ def fused_on_policy_update(model: nn.Module, optimizer: torch.optim.Optimizer, b
         ent[rows, :logp.shape[1]] = entropy.detach().float().cpu()
         forwards.append((rows, logp, entropy))
     batch = before_loss(batch.with_(old_log_probs=old, entropy=ent))
-    totals = {"num_tokens": batch.loss_mask.sum().to(device),
-              "num_seqs": (batch.loss_mask.sum(-1) > 0).sum().to(device)}
+    totals = global_totals(batch.loss_mask, device)
     sums: dict[str, Tensor] = defaultdict(lambda: torch.zeros((), device=device))
     for is_last, (rows, logp, entropy) in _last_flag(forwards):
         mb = to_device(batch.select(rows), device)
         with _maybe_no_sync(accelerator, model, not is_last):
             loss, metrics = micro_loss(logp, entropy, mb, algo, controller, totals)
-            accelerator.backward(loss)
+            accelerator.backward(loss * accelerator.num_processes)
         for key, value in metrics.items():
             sums[key] = sums[key] + value.detach().float()
     norm = _clip(accelerator, model, grad_clip)

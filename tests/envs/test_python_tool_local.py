@@ -103,7 +103,8 @@ def test_stateless_mode_runs_each_call_fresh_and_holds_no_session(env):
         stateless.reset(options={"task": Task("p", "What is 17 * 23?", "391", "tool")})
         first = stateless.step(code("x = 17 * 23\nprint(x)"))
         assert first.messages[0]["content"] == "391"
-        assert stateless.unwrapped._session is not None and stateless.unwrapped._session.__class__.__name__ == "_StatelessSession"
+        session = stateless.unwrapped._session
+        assert type(session).__name__ == "_StatelessSession"
         second = stateless.step(code("print(x)"))  # no state carried over
         assert "NameError" in second.messages[0]["content"]
         assert second.info["error_kinds"] == ["code_error"]

@@ -8,10 +8,10 @@ token entropy of sampled tokens → `save_pretrained` model and tokenizer plus `
 The directory is written under a temporary name and renamed into place, under a file lock, so
 parallel bench workers build it once and never see a half-written model.
 
-Demonstrations and the measurement use the env with the preset's kwargs and `persistent=False`: a *stateless* view of
-the shared local sandbox (every call on a warm pooled interpreter instead of one new interpreter
-session per episode: ~5x faster here). For `print(EXPR)` calls the observation, and therefore every
-token, is the same as with sessions; a test checks it.
+Demonstrations and the measurement use the env with the preset's kwargs and `persistent=False`:
+every call runs on a warm pooled interpreter instead of one new interpreter session per episode
+(~5x faster here). For `print(EXPR)` calls the observation, and therefore every token, is the same
+as with sessions; a test checks it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,194 @@
+"""The trainer's rollout engine (HF or vLLM) and the rollout/trainer log-prob mismatch.
+
+Two engines play the training episodes (`rollout.engine`):
+
+- `hf`: `agents.HFPolicy` over the live training model (no copy; always the current weights).
+- `vllm`: `agents.VLLMPolicy` built from the same model directory, wrapped in `SyncedVLLMPolicy`,
+  which pushes the trainer's weights into the running engine (no reload) before the first
+  generation that follows an optimizer step.
+
+Whatever the engine, the log-probs it returns (`Trajectory.logprobs`, μ) and the trainer's
+old-log-prob pass (π_old) differ by numerics (kernels, dtypes, batch shapes). Per step, over the
+loss-mask tokens only (N = Σ mask):
+
+    rollout/logprob_abs_diff = Σ |log π_old − log μ| · mask / N
+    rollout/kl               = Σ (r − 1 − log r) · mask / N,   r = π_old / μ = exp(log π_old − log μ)
+
+(`kl` is the k3 estimator of KL(μ ‖ π_old) from samples of μ: unbiased and ≥ 0 per token.)
+The optional truncated importance sampling (TIS) correction, as in verl and TRL, multiplies each
+token's policy loss by
+
+    w_t = min(exp(log π_old,t − log μ_t), C)        (`rollout.tis_cap` = C; 0 = off)
+
+which turns the update into an estimate under the trainer's own distribution.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agents.policy import Completion, SamplingParams
+
+
+def rollout_log_probs(trajectories: Sequence[Any], width: int) -> Tensor:
+    """The rollout log-probs μ of a batch, laid out as `Batch.loss_mask`.
+
+    Args:
+        trajectories: B episodes with `logprobs` (one per response token, 0.0 at injected ones).
+        width: R, the padded response width of the batch.
+
+    Returns:
+        (B, R) float32, right-padded with 0.0.
+    """
+    out = torch.zeros((len(trajectories), width), dtype=torch.float32)
+    for row, traj in enumerate(trajectories):
+        values = list(traj.logprobs)
+        if len(values) != len(traj.response_ids):
+            raise ValueError(f"trajectory {row} has {len(values)} rollout log-probs for "
+                             f"{len(traj.response_ids)} response tokens; they must match")
+        if values:
+            out[row, :len(values)] = torch.tensor(values, dtype=torch.float32)
+    return out
+
+
+def logprob_mismatch(old_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor,
+                     reduce: Callable[[Tensor], Tensor] | None = None) -> dict[str, float]:
+    """Mean |Δ log-prob| and the k3 KL estimate between rollout and trainer, on loss-mask tokens.
+
+    Args:
+        old_log_probs: (B, R) log π_old from the trainer's old-log-prob pass.
+        rollout_log_probs: (B, R) log μ returned by the rollout engine.
+        mask: (B, R) 1 on trained (sampled) tokens.
+        reduce: sums a (3,) float64 tensor over processes (e.g. `accelerator.reduce(t, "sum")`), so
+            the means are over the global batch; None = this process only.
+
+    Returns:
+        {"rollout/logprob_abs_diff", "rollout/kl"}; both 0.0 when the mask is empty.
+    """
+    mask = mask.to(torch.float64)
+    delta = (old_log_probs.to(torch.float64) - rollout_log_probs.to(torch.float64)) * mask
+    k3 = torch.expm1(delta) - delta            # r − 1 − log r with log r = Δ; exactly 0 where mask = 0
+    sums = torch.stack([delta.abs().sum(), k3.sum(), mask.sum()])
+    if reduce is not None:
+        sums = reduce(sums)
+    abs_sum, kl_sum, count = (float(v) for v in sums)
+    if count == 0:
+        return {"rollout/logprob_abs_diff": 0.0, "rollout/kl": 0.0}
+    return {"rollout/logprob_abs_diff": abs_sum / count, "rollout/kl": kl_sum / count}
+
+
+def tis_weights(old_log_probs: Tensor, rollout_log_probs: Tensor, cap: float) -> Tensor:
+    """Truncated importance weights w = min(exp(log π_old − log μ), C), no gradient.
+
+    Args:
+        old_log_probs: (B, R) log π_old.
+        rollout_log_probs: (B, R) log μ.
+        cap: C > 0.
+
+    Returns:
+        (B, R) float32 weights (padding positions give exp(0) = 1; the loss mask removes them).
+    """
+    if cap <= 0:
+        raise ValueError(f"rollout.tis_cap must be > 0 to compute TIS weights (0 = off), got {cap}")
+    delta = (old_log_probs.detach().float() - rollout_log_probs.detach().float()).clamp(max=20.0)
+    return torch.exp(delta).clamp(max=cap)
+
+
+def combine_weights(weights: Tensor | None, tis: Tensor | None) -> Tensor | None:
+    """ω · w_TIS, where either may be absent (None = all ones)."""
+    if tis is None:
+        return weights
+    if weights is None:
+        return tis
+    return weights * tis.to(weights.device, weights.dtype)
+
+
+def vllm_kwargs(rollout_cfg: Any, model_dtype: str) -> dict[str, Any]:
+    """`vllm.LLM` keyword arguments from the `rollout.vllm_*` keys."""
+    kwargs: dict[str, Any] = {
+        "dtype": rollout_cfg.vllm_dtype or model_dtype,
+        "enforce_eager": rollout_cfg.vllm_enforce_eager,
+        "gpu_memory_utilization": rollout_cfg.vllm_gpu_memory_utilization,
+        "tensor_parallel_size": rollout_cfg.vllm_tensor_parallel_size,
+    }
+    if rollout_cfg.vllm_max_model_len:
+        kwargs["max_model_len"] = rollout_cfg.vllm_max_model_len
+    if rollout_cfg.vllm_device_ids:   # a separate device (vLLM's `device_ids` engine argument)
+        kwargs["device_ids"] = list(rollout_cfg.vllm_device_ids)
+    return kwargs
+
+
+class SyncedVLLMPolicy:
+    """A `Policy` over a vLLM engine that always generates with the trainer's current weights.
+
+    The first `generate` pushes the weights (this covers a checkpoint restored after start-up);
+    afterwards a push happens before the first `generate` that follows an optimizer step over the
+    model's parameters (a process-wide `torch.optim` step hook watches for it, so fused, foreach
+    and accelerate-wrapped optimizers are all seen). Several generations between two optimizer
+    steps (turns, dynamic-sampling rounds, evaluation) push nothing.
+
+    Args:
+        engine: an `agents.VLLMPolicy` (or anything with `generate` and `load_weights(state_dict)`).
+        model: the training model (unwrapped); its `state_dict()` is what is pushed.
+    """
+
+    def __init__(self, engine: Any, model: torch.nn.Module):
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self.engine = engine
+        self.model = model
+        self.pushes = 0
+        """Weight pushes so far."""
+        self._stale = True
+        self._lock = threading.Lock()
+        self._params = {id(p) for p in model.parameters()}
+        method = weakref.WeakMethod(self._on_step)   # the process-wide hook must not keep us alive
+
+        def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            bound = method()
+            if bound is not None:
+                bound(optimizer, args, kwargs)
+        self._hook = register_optimizer_step_post_hook(hook)
+        weakref.finalize(self, self._hook.remove)
+
+    def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if any(id(p) in self._params for group in optimizer.param_groups for p in group["params"]):
+            self._stale = True
+
+    def sync(self) -> bool:
+        """Push the weights now if an optimizer step happened since the last push; True if pushed."""
+        with self._lock:
+            if not self._stale:
+                return False
+            with torch.no_grad():
+                self.engine.load_weights(self.model.state_dict())
+            self._stale, self.pushes = False, self.pushes + 1
+            return True
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """`engine.generate` after `sync()`."""
+        self.sync()
+        return self.engine.generate(prompts, sampling)
+
+    def close(self) -> None:
+        """Stop watching optimizer steps (also done when the policy is garbage-collected)."""
+        self._hook.remove()
+
+
+def make_vllm_policy(cfg: Any, model: torch.nn.Module, model_dir: Path, eos_token_ids: Sequence[int]
+                     ) -> SyncedVLLMPolicy:
+    """A `SyncedVLLMPolicy`: a vLLM engine built from `model_dir` with the `rollout.vllm_*` settings."""
+    from agents import VLLMPolicy
+
+    kwargs = vllm_kwargs(cfg.rollout, cfg.model.dtype)
+    if cfg.model.tokenizer:
+        kwargs["tokenizer"] = str(Path(cfg.model.tokenizer).expanduser())
+    engine = VLLMPolicy(str(model_dir), eos_token_ids=eos_token_ids, seed=cfg.seed, **kwargs)
+    return SyncedVLLMPolicy(engine, model)
