@@ -14,9 +14,11 @@ bounded concurrency queues the excess (back-pressure).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -177,3 +179,39 @@ def _errors(result: RunResult) -> list[dict[str, Any]]:
     last = lines[-1] if lines else result.status.value
     name, _, value = last.partition(":")
     return [{"ename": name.strip(), "evalue": value.strip(), "traceback": lines}]
+
+
+@contextlib.contextmanager
+def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
+                        start_timeout: float = 30.0) -> Iterator[str]:
+    """Serve `create_app(sandbox)` with uvicorn on a daemon thread; yields the base URL.
+
+    For notebooks and tests that want a SandboxFusion-compatible endpoint in-process (`stare sandbox
+    serve` is the command-line way). `port=0` picks a free port.
+
+    Raises:
+        TimeoutError: uvicorn did not start within `start_timeout` seconds.
+    """
+    import socket
+    import threading
+
+    import uvicorn
+
+    if port == 0:
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(sandbox), host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise TimeoutError(f"the sandbox server did not start on {host}:{port} within {start_timeout} s")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

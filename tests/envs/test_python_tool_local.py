@@ -61,30 +61,11 @@ def test_memory_limit_is_its_own_observation(env):
 @pytest.fixture(scope="module")
 def fusion_url(env):
     """Our SandboxFusion-compatible server over the shared LocalSandbox, on a free local port."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
     from envs.sandbox import shared_local_sandbox
-    from envs.sandbox.server import create_app
+    from envs.sandbox.server import serve_in_background
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(shared_local_sandbox())
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_background(shared_local_sandbox()) as url:
+        yield url
 
 
 def test_sandboxfusion_endpoint_by_option(fusion_url):

@@ -5,9 +5,6 @@ sets STARE_REQUIRE_BWRAP=1 (CI does), which turns the skip into a failure.
 """
 
 import os
-import socket
-import threading
-import time
 
 import pytest
 
@@ -30,26 +27,9 @@ def box():
     sandbox.close()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server_url(box):
-    import uvicorn
+    from envs.sandbox.server import serve_in_background
 
-    from envs.sandbox.server import create_app
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(box), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_background(box) as url:
+        yield url
