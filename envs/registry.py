@@ -98,7 +98,9 @@ def list_envs() -> list[tuple[str, str]]:
 
 def suggest(env_id: str, n: int = 3) -> list[str]:
     """The registered ids closest to `env_id` (case-insensitive), best first."""
-    known = env_ids() + [i for i in gymnasium.registry if i not in env_ids()]
+    ours = env_ids()  # scans the plugins once (it used to run once per registered id)
+    seen = set(ours)
+    known = ours + [i for i in gymnasium.registry if i not in seen]
     by_lower = {i.lower(): i for i in reversed(known)}
     return [by_lower[m] for m in difflib.get_close_matches(env_id.lower(), list(by_lower), n=n, cutoff=0.5)]
 
