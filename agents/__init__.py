@@ -4,8 +4,8 @@ Token-in/token-out: the ids a policy sampled are never re-tokenised; every messa
 injects is rendered as a delta of the chat template and appended with loss mask 0.
 """
 
-from agents.episode import RolloutLimits
-from agents.errors import AgentsError, TemplateError, TrajectoryError
+from agents.episode import RolloutLimits, limit_prompt
+from agents.errors import AgentsError, PromptTooLongError, TemplateError, TrajectoryError
 from agents.hf_policy import HFPolicy
 from agents.ledger import TokenLedger, check_trajectory
 from agents.policy import Completion, Policy, SamplingParams
@@ -21,6 +21,7 @@ __all__ = [
     "Completion",
     "HFPolicy",
     "Policy",
+    "PromptTooLongError",
     "RolloutBatch",
     "RolloutLimits",
     "RolloutStats",
@@ -33,6 +34,7 @@ __all__ = [
     "TrajectoryError",
     "VLLMPolicy",
     "check_trajectory",
+    "limit_prompt",
     "rollout",
     "rollout_batch",
 ]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from agents.errors import PromptTooLongError
 from agents.ledger import TokenLedger
 from agents.policy import Completion
 from agents.render import ChatRenderer, decode, truncate_content
@@ -30,6 +31,14 @@ class RolloutLimits:
     Reaching it ends the episode with "length"."""
     max_tool_output_tokens: int | None = 512
     """Tokens of each injected message's content at most (longer output is cut, with a marker)."""
+    max_prompt_tokens: int | None = None
+    """Tokens of the rendered initial prompt at most (verl's `data.max_prompt_length`); None = no limit.
+    Only the first prompt is limited: later turns grow the context by at most `max_response_tokens`,
+    so a turn's context is at most max_prompt_tokens + max_response_tokens."""
+    prompt_truncation: Literal["left", "error"] = "left"
+    """A longer prompt: "left" keeps its last `max_prompt_tokens` ids (verl's `truncation="left"`:
+    the system prompt's head is lost, the question and the generation prompt are kept); "error"
+    raises `PromptTooLongError`."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -43,6 +52,44 @@ class RolloutLimits:
                 "RolloutLimits.max_tool_output_tokens must be >= 1 or None (unlimited), "
                 f"got {self.max_tool_output_tokens}"
             )
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
+            raise ValueError(
+                "RolloutLimits.max_prompt_tokens must be >= 1 or None (unlimited), "
+                f"got {self.max_prompt_tokens}"
+            )
+        if self.prompt_truncation not in ("left", "error"):
+            raise ValueError(
+                f"RolloutLimits.prompt_truncation must be 'left' or 'error', got {self.prompt_truncation!r}"
+            )
+
+
+def limit_prompt(ids: list[int], limits: RolloutLimits, task_id: str = "") -> tuple[list[int], int]:
+    """The initial prompt ids the policy is fed, after `limits.max_prompt_tokens`.
+
+    With N = max_prompt_tokens and a prompt of P > N ids, "left" keeps `ids[P - N:]` (exactly N ids);
+    "error" raises. A prompt of at most N ids (or N = None) is returned unchanged.
+
+    Args:
+        ids: The rendered initial prompt (system + user + generation prompt).
+        limits: The episode's budgets.
+        task_id: Named in the error message.
+
+    Returns:
+        (ids fed to the policy, number of ids cut from the left).
+
+    Raises:
+        PromptTooLongError: P > N with prompt_truncation="error".
+    """
+    limit = limits.max_prompt_tokens
+    if limit is None or len(ids) <= limit:
+        return ids, 0
+    if limits.prompt_truncation == "error":
+        raise PromptTooLongError(
+            f"task {task_id!r}: the rendered prompt has {len(ids)} tokens, more than max_prompt_tokens="
+            f"{limit}. Raise rollout.max_prompt_tokens (RolloutLimits.max_prompt_tokens), shorten the "
+            f"prompt, or set rollout.prompt_truncation=left to keep its last {limit} tokens"
+        )
+    return ids[len(ids) - limit :], len(ids) - limit
 
 
 @dataclass
@@ -87,6 +134,8 @@ class Episode:
             "generation_s": 0.0,
             "tool_s": 0.0,
             "truncated_tool_outputs": 0.0,
+            "prompt_truncated": 0.0,
+            "prompt_tokens_cut": 0.0,
         }
 
     def reset_env(self, seed: int | None, options: dict[str, Any] | None) -> StepOutcome:
@@ -100,7 +149,16 @@ class Episode:
             return StepOutcome(None, err, time.perf_counter() - start)
 
     def begin(self, outcome: StepOutcome) -> None:
-        """Render the initial prompt from the reset outcome; a reset exception marks the episode failed."""
+        """Render the initial prompt from the reset outcome; a reset exception marks the episode failed.
+
+        The prompt is limited by `limits.max_prompt_tokens` (`limit_prompt`) before the first generate:
+        `Trajectory.prompt_ids` holds exactly the ids fed to the policy, so the trainer's log-prob
+        pass conditions on what was sampled from. The renderer keeps the full text (template deltas
+        are computed on text, so later turns append to the cut prompt unchanged).
+
+        Raises:
+            PromptTooLongError: The prompt is too long and `limits.prompt_truncation` is "error".
+        """
         if outcome.error is not None:
             self._fail(outcome.error)
             return
@@ -108,7 +166,10 @@ class Episode:
         self.renderer = ChatRenderer(
             self.tokenizer, messages, tools=info.get("tools") or None, **self.render_kwargs
         )
-        self.traj.prompt_ids = list(self.renderer.prompt_ids)
+        ids, cut = limit_prompt(list(self.renderer.prompt_ids), self.limits, self.traj.task_id)
+        self.traj.prompt_ids = ids
+        self.counts["prompt_truncated"] = float(cut > 0)
+        self.counts["prompt_tokens_cut"] = float(cut)
         self.live = True
 
     def budget_left(self) -> int:

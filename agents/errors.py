@@ -32,6 +32,10 @@ class TrajectoryError(AgentsError):
     """A token-ledger invariant is broken (sampled ids, mask, log-probs or prefix property)."""
 
 
+class PromptTooLongError(AgentsError, ValueError):
+    """An initial prompt is longer than `RolloutLimits.max_prompt_tokens` and truncation is "error"."""
+
+
 def text_diff(expected: str, actual: str, *, context: int = 40) -> str:
     """Describe where two strings first differ, with a window of context on each side.
 

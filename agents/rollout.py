@@ -149,11 +149,13 @@ def rollout(
 
     Returns:
         The trajectory; `.metrics` holds tool_calls, tool_errors, response_tokens, sampled_tokens,
-        num_turns, generation_s, tool_s, truncated_tool_outputs.
+        num_turns, generation_s, tool_s, truncated_tool_outputs, prompt_truncated (1.0 when
+        `limits.max_prompt_tokens` cut the prompt) and prompt_tokens_cut.
 
     Raises:
         TemplateError: The chat template is not append-only for this conversation.
         TrajectoryError: A ledger invariant broke.
+        PromptTooLongError: The prompt exceeds `limits.max_prompt_tokens` with truncation "error".
     """
     sampling = _stop_ids(tokenizer, sampling or SamplingParams())
     stats = RolloutStats()
@@ -205,6 +207,10 @@ def rollout_batch(
 
     Returns:
         A `RolloutBatch` (a list of trajectories, task-major) with `.stats: RolloutStats`.
+
+    Raises:
+        PromptTooLongError: A prompt exceeds `limits.max_prompt_tokens` with truncation "error"
+            (every env is closed first).
     """
     if group_size < 1:
         raise ValueError(f"rollout_batch: group_size must be >= 1, got {group_size}")

@@ -22,7 +22,8 @@ class Segment(IntEnum):
 class Trajectory:
     """One episode as token ids. All per-token lists have the length of `response_ids`.
 
-    `prompt_ids` is the rendered initial prompt. `response_ids` is everything after it: sampled
+    `prompt_ids` is the rendered initial prompt as fed to the policy (its last
+    `RolloutLimits.max_prompt_tokens` ids when that cut it). `response_ids` is everything after it: sampled
     turns (loss mask 1) interleaved with injected tool messages and template glue (mask 0).
     """
 

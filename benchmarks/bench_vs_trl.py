@@ -13,12 +13,18 @@ when the sum of the sampled token ids is even (a random model never solves a puz
 every group both signs, so every step runs a real update). The loss is the same in all arms:
 clip 0.2 / 0.28, token-mean over the batch, no KL.
 
-Arms:
+Arms (T = `--threads`):
 - `ours (stare-o1)`: `training.trainer` (setup + fit, as `train(cfg)`) on configs/cpu-tiny.yaml with
   the env's tool loop limited to one turn, STARE-O1 with the gate held on (target 100) and no
-  dynamic sampling: it does strictly more work than TRL's stock loss;
-- `TRL GRPOTrainer`: stock, `loss_type="dapo"`, `per_device_train_batch_size=128` (one micro-batch);
-- `TRL + STARE`: `training.integrations.trl.StareGRPOTrainer`, same settings, gate held on.
+  dynamic sampling: it does strictly more work than TRL's stock loss; T threads;
+- `ours (..., rollout.async_steps=1)`: the same with one-step off-policy rollouts: the next step's
+  generation runs in a second thread during the update (T threads each, so 2T cores);
+- `TRL GRPOTrainer`: stock, `loss_type="dapo"`, `per_device_train_batch_size=128` (one micro-batch),
+  with T threads and with 2T threads (the cores the async arm uses);
+- `TRL + STARE`: `training.integrations.trl.StareGRPOTrainer`, same settings, gate held on, T threads.
+
+"vs TRL" divides by the stock TRL arm with the same number of cores (for the async arm: TRL's
+faster of its T- and 2T-thread runs).
 
 Training tokens = completion tokens in the loss mask (sampled by the policy), counted from each
 trainer's own batch; tokens / s = their sum over the timed steps / the summed step wall time (generation,
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 import time
@@ -45,22 +52,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6, help="training steps per arm (the first is warm-up)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of every arm")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per arm (T)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="max completion length of every arm")
     parser.add_argument("--skip-ours", action="store_true", help="measure the TRL arms only")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step is warm-up)")
-    torch.set_num_threads(args.threads)
+    t = args.threads
+    torch.set_num_threads(t)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_dir = save_random_model(root / "model")
         if not args.skip_ours:
-            results["ours (stare-o1)"] = run_ours(root / "ours", model_dir, args)
-        results["TRL GRPOTrainer"] = run_trl(root / "trl", model_dir, args, stare_on=False)
-        results["TRL + STARE (StareGRPOTrainer)"] = run_trl(root / "trl-stare", model_dir, args,
-                                                            stare_on=True)
+            results["ours (stare-o1)"] = {"cores": t, **run_ours(root / "ours", model_dir, args)}
+            results["ours (stare-o1, rollout.async_steps=1)"] = {
+                "cores": 2 * t, **run_ours(root / "ours-async", model_dir, args, async_steps=1)}
+        torch.set_num_threads(t)
+        results["TRL GRPOTrainer"] = {"cores": t, **run_trl(root / "trl", model_dir, args, stare_on=False)}
+        torch.set_num_threads(2 * t)
+        results[f"TRL GRPOTrainer, {2 * t} threads"] = {
+            "cores": 2 * t, **run_trl(root / "trl-2t", model_dir, args, stare_on=False)}
+        torch.set_num_threads(t)
+        results["TRL + STARE (StareGRPOTrainer)"] = {
+            "cores": t, **run_trl(root / "trl-stare", model_dir, args, stare_on=True)}
     print_table(results, args)
 
 
@@ -80,7 +95,8 @@ def parity(ids: list[int]) -> float:
 
 # -- our trainer ----------------------------------------------------------------------------------------
 
-def run_ours(run_root: Path, model_dir: str, args: argparse.Namespace) -> dict[str, float]:
+def run_ours(run_root: Path, model_dir: str, args: argparse.Namespace, *, async_steps: int = 0
+             ) -> dict[str, float]:
     """`training.trainer` on configs/cpu-tiny.yaml, single-turn, parity reward; per-step records."""
     from training.config import load_config
     from training.trainer import fit, setup
@@ -93,17 +109,11 @@ def run_ours(run_root: Path, model_dir: str, args: argparse.Namespace) -> dict[s
         "rollout.temperature=1.0", "rollout.top_p=1.0", f"optim.lr={LR}", "algo=stare-o1",
         "algo.dynamic_sampling=false", "algo.overlong_buffer=0", "train.target_entropy=100",
         "eval.at_start=false", "eval.every=0", "eval.at_end=false", "log.save_every=0", "log.progress=false",
-        "log.tensorboard=false", "log.save_model=false"])
+        "log.tensorboard=false", "log.save_model=false", f"rollout.async_steps={async_steps}"])
     run = setup(cfg)
-    play = run.play_train
-
-    def play_with_parity(tasks: Any, group_size: int, seed: int) -> Any:
-        trajs = play(tasks, group_size, seed)
-        for t in trajs:
-            t.reward = parity([i for i, m in zip(t.response_ids, t.loss_mask, strict=False) if m])
-        return trajs
-
-    run.play_train = play_with_parity
+    run.play_train = with_parity(run.play_train)
+    if run.prefetcher is not None:
+        run.prefetcher.play = with_parity(run.prefetcher.play)
     fit(run)
     records = [json.loads(line) for line in (cfg.run_path / "metrics.jsonl").read_text().splitlines()]
     timed = [r for r in records if "time/step_s" in r][1:]
@@ -111,6 +121,16 @@ def run_ours(run_root: Path, model_dir: str, args: argparse.Namespace) -> dict[s
     seconds = sum(r["time/step_s"] for r in timed)
     return summary(tokens, seconds, len(timed), rollout_s=sum(r["time/rollout_s"] for r in timed),
                    gate=sum(r.get("stare/gate_on", 0.0) for r in timed) / len(timed))
+
+
+def with_parity(play: Any) -> Any:
+    """Wrap a (tasks, group_size, seed) player: every episode's reward becomes the parity reward."""
+    def play_with_parity(tasks: Any, group_size: int, seed: int) -> Any:
+        trajs = play(tasks, group_size, seed)
+        for t in trajs:
+            t.reward = parity([i for i, m in zip(t.response_ids, t.loss_mask, strict=False) if m])
+        return trajs
+    return play_with_parity
 
 
 # -- TRL ------------------------------------------------------------------------------------------------
@@ -184,18 +204,22 @@ def summary(tokens: float, seconds: float, steps: int, *, rollout_s: float, gate
 def print_table(results: dict[str, dict[str, float]], args: argparse.Namespace) -> None:
     import transformers
     import trl
-    trl_speed = results["TRL GRPOTrainer"]["tokens_per_s"]
+    def trl_best(cores: float) -> float:   # stock TRL's best tokens/s with at most `cores` threads
+        return max(r["tokens_per_s"] for name, r in results.items()
+                   if name.startswith("TRL GRPOTrainer") and r["cores"] <= cores)
+
     print(f"\nTraining tokens/s on CPU: tiny random Qwen2 (hidden 64, 4 layers), {PROMPTS} prompts × "
           f"{GROUP} completions per step, ≤ {args.max_new_tokens} new tokens, "
-          f"{args.threads} torch thread(s), steps 2-{args.steps} timed ({platform.machine()}, "
+          f"steps 2-{args.steps} timed ({platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__})\n")
-    print("| trainer | s / step | of which rollout | trained tokens / step | tokens / s | vs TRL "
-          "| STARE gate on |")
-    print("|---|---|---|---|---|---|---|")
+    print("| trainer | cores (torch threads) | s / step | of which rollout (main thread) "
+          "| trained tokens / step | tokens / s | vs TRL on the same cores | STARE gate on |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         gate = "-" if r["gate"] != r["gate"] else f"{r['gate']:.0%}"
-        print(f"| {name} | {r['s_per_step']:.2f} | {r['rollout_s']:.2f} | {r['tokens_per_step']:.0f} | "
-              f"{r['tokens_per_s']:.0f} | {r['tokens_per_s'] / trl_speed:.2f}× | {gate} |")
+        print(f"| {name} | {r['cores']:.0f} | {r['s_per_step']:.2f} | {r['rollout_s']:.2f} | "
+              f"{r['tokens_per_step']:.0f} | {r['tokens_per_s']:.0f} | "
+              f"{r['tokens_per_s'] / trl_best(r['cores']):.2f}× | {gate} |")
 
 
 if __name__ == "__main__":

@@ -147,18 +147,16 @@ def live_episodes(cfg: Any) -> int:
 
 
 def reserve_sandbox_sessions(cfg: Any) -> None:
-    """Size this process's shared local sandbox for the run before any env opens a session.
+    """Reserve this process's shared local sandbox sessions for the run (`live_episodes(cfg)`).
 
-    `stare/PythonTool-v0` opens one interpreter session per live episode, and the shared
-    `LocalSandbox` allows 64 by default (a 65th waits, then fails), while one training round or
-    evaluation can play more episodes at once. Settings apply only when the sandbox is first created,
-    which in a fresh bench worker is here.
+    `stare/PythonTool-v0` opens one interpreter session per live episode. The trainer's rollout
+    calls already grow the shared sandbox's cap to what each plays (`training.runtime.make_player`);
+    this reserves the run's upper bound up front, without starting a sandbox the envs never use
+    (`envs.sandbox.reserve_shared_sessions`).
     """
-    from envs.sandbox import shared_local_sandbox
+    from envs.sandbox import reserve_shared_sessions
 
-    needed = live_episodes(cfg)
-    if needed > 64:
-        shared_local_sandbox(max_sessions=needed)
+    reserve_shared_sessions(live_episodes(cfg))
 
 
 def prepare(plan: BenchPlan) -> dict[str, Any]:

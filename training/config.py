@@ -78,12 +78,20 @@ class RolloutConfig:
     """Total response tokens per episode (sampled + injected); beyond it the episode is truncated."""
     max_tool_tokens: int = 64
     """Tokens of one tool response kept in the context."""
+    max_prompt_tokens: int = 0
+    """Initial prompt tokens at most (verl's `data.max_prompt_length`; 0 = no limit). Only the rendered
+    first prompt is limited; later context growth is bounded by max_response_tokens."""
+    prompt_truncation: Literal["left", "error"] = "left"
+    """Longer prompts: `left` keeps the last max_prompt_tokens ids (verl's truncation); `error` raises."""
     max_workers: int = 4
     """Threads running tool calls concurrently."""
     max_live_episodes: int = 0
-    """Episodes played at once per rollout call (0 = all); e.g. 64 for the local sandbox's session cap."""
+    """Episodes played at once per rollout call (0 = all); bounds a round's memory (KV cache, sessions)."""
     drop_failed: bool = True
     """Drop episodes with a world failure (`failed`) or a verifier failure from the loss."""
+    async_steps: int = 0
+    """Policy lag of prefetched rounds: 0 = synchronous; 1 = step s+1's first round plays while step s
+    trains (one-step off-policy, docs/training.md)."""
     engine: Literal["hf", "vllm"] = "hf"
     """Rollout engine: `hf` (the live model) or `vllm` (weights pushed in after each optimizer step)."""
     tis_cap: float = 0.0
@@ -110,6 +118,12 @@ class RolloutConfig:
                              f"vllm_max_model_len >= 0; got tis_cap={self.tis_cap}, "
                              f"vllm_gpu_memory_utilization={gpu_share}, "
                              f"vllm_max_model_len={self.vllm_max_model_len}")
+        if self.async_steps not in (0, 1):
+            raise ValueError(f"rollout.async_steps must be 0 (synchronous) or 1 (one-step off-policy), "
+                             f"got {self.async_steps}")
+        if self.max_prompt_tokens < 0 or self.prompt_truncation not in ("left", "error"):
+            raise ValueError("rollout: need max_prompt_tokens >= 0 (0 = no limit) and prompt_truncation in "
+                             f"('left', 'error'); got {self.max_prompt_tokens}, {self.prompt_truncation!r}")
         if self.max_live_episodes < 0:
             raise ValueError(f"rollout.max_live_episodes must be >= 0 (0 = all), "
                              f"got {self.max_live_episodes}")

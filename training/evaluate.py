@@ -8,6 +8,20 @@ For a set of N problems with k samples each and c_i correct samples on problem i
 plus the token-mean entropy of the sampled (loss-mask) tokens under the evaluated model, the mean
 sampled response length and tool calls per episode. Sampling is seeded with `eval.seed` at every
 evaluation, so successive evaluations of a run differ only through the model.
+
+Under W data-parallel processes (`training.distributed`) each process plays a contiguous block of
+whole problems, [r·N // W, (r + 1)·N // W) on rank r, k samples each, and the metrics come from
+all-reduced sums, so they equal what one process computes from the same trajectories:
+
+    S = Σ_ranks [Σ_i c_i / k,  Σ_i 1[c_i > 0],  Σ sampled tokens,  Σ tool calls,  episodes,
+                 Σ_t H_t·mask_t,  Σ_t mask_t]
+    avg@k = S_0 / N,  pass@k = S_1 / N,  entropy = S_5 / S_6  (global token mean, not a mean of means)
+
+Seeds: episode j of problem i gets the env seed `eval.seed + i·k + j` whatever W is; the policy's
+sampling RNG is seeded with `eval.seed + lo·k` on the process whose block starts at problem lo
+(`eval.seed` in one process). Batched sampling draws every row from one RNG stream, so with W > 1
+the sampled completions (not the env seeds) differ from a one-process evaluation: the same
+estimator on other samples.
 """
 
 from __future__ import annotations
@@ -18,9 +32,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from agents.trajectory import Trajectory
+from agents.trajectory import Segment, Trajectory
+from training import distributed
 from training.batch import collate
-from training.logprobs import batch_logprobs, masked_token_mean
+from training.logprobs import batch_logprobs
 
 PlayFn = Callable[[list[Any], int, int], list[Trajectory]]
 """(tasks, group_size, seed) -> trajectories, task-major (validation sampling already bound)."""
@@ -39,23 +54,71 @@ def score_groups(trajs: Sequence[Trajectory], k: int) -> dict[str, float]:
     return {f"avg@{k}": float(correct.mean()), f"pass@{k}": float((correct.sum(-1) > 0).float().mean())}
 
 
+def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
+    """Problems [lo, hi) of process `rank` of `world`: lo = rank·n // world, hi = (rank + 1)·n // world.
+
+    Blocks are contiguous, whole problems, sizes differ by at most one; a process may get none (n < W).
+    """
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"shard_bounds: need 0 <= rank < world, got rank={rank}, world={world}")
+    return rank * n // world, (rank + 1) * n // world
+
+
 def evaluate_set(play: PlayFn, model: nn.Module, tasks: Sequence[Any], *, k: int, seed: int, pad_id: int,
                  temperature: float, token_budget: int, device: torch.device | str = "cpu") -> dict[str,
                                                                                                     float]:
-    """avg@k, pass@k, entropy, response length and tool calls on one set (keys without a prefix)."""
-    torch.manual_seed(seed)
-    trajs = play(list(tasks), k, seed)
-    out = score_groups(trajs, k)
-    out["response_length"] = sum(sum(t.loss_mask) for t in trajs) / max(1, len(trajs))
-    out["tool_calls"] = sum(float(t.metrics.get("tool_calls", 0)) for t in trajs) / max(1, len(trajs))
-    out["num_problems"] = float(len(tasks))
-    batch = collate(trajs, torch.zeros(len(trajs)), pad_id=pad_id)
+    """avg@k, pass@k, entropy, response length and tool calls on one set (keys without a prefix).
+
+    This process plays its block of problems (`shard_bounds`); the sums of the module docstring are
+    all-reduced. Every process must call it (collectives). A process whose block is empty (fewer
+    problems than processes) still plays one group, of the first problem, and discards it: a policy
+    whose first `generate` after an optimizer step is a collective (the vLLM weight push under FSDP
+    or ZeRO-3, `training.rollout_engine`) then runs it on every process.
+    """
+    lo, hi = shard_bounds(len(tasks), distributed.rank(), distributed.world_size())
+    block = list(tasks)[lo:hi] or list(tasks)[:1]       # [:1]: a placeholder group, discarded below
+    torch.manual_seed(seed + lo * k)
+    trajs = play(block, k, seed + lo * k) if block else []
+    if len(trajs) != len(block) * k:
+        raise ValueError(f"the eval player returned {len(trajs)} trajectories for {len(block)} problems "
+                         f"× k={k}; it must return k per problem, task-major")
+    trajs = trajs if hi > lo else []
+    local = _local_sums(trajs, k)
+    entropy_sum, tokens = _entropy_sums(model, trajs, pad_id=pad_id, temperature=temperature,
+                                        token_budget=token_budget, device=device)
+    sums = distributed.all_sum(torch.cat([local, torch.stack([entropy_sum, tokens])])).tolist()
+    n, episodes = len(tasks), sums[4]
+    return {f"avg@{k}": sums[0] / n if n else float("nan"), f"pass@{k}": sums[1] / n if n else float("nan"),
+            "response_length": sums[2] / max(1.0, episodes), "tool_calls": sums[3] / max(1.0, episodes),
+            "num_problems": float(n), "entropy": sums[5] / sums[6] if sums[6] > 0 else float("nan")}
+
+
+def _local_sums(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
+    """(5,) float64: Σ c_i / k, Σ 1[c_i > 0], Σ sampled tokens, Σ tool calls, episodes."""
+    correct = torch.tensor([is_correct(t) for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
+    counts = correct.sum(-1)                                                                     # (n,)
+    return torch.tensor([float(counts.sum()) / k, float((counts > 0).sum()),
+                         float(sum(sum(t.loss_mask) for t in trajs)),
+                         sum(float(t.metrics.get("tool_calls", 0)) for t in trajs), float(len(trajs))],
+                        dtype=torch.float64)
+
+
+def _entropy_sums(model: nn.Module, trajs: Sequence[Trajectory], *, pad_id: int, temperature: float,
+                  token_budget: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ_t H_t·mask_t, Σ_t mask_t) as float64 scalars over this process's trajectories.
+
+    A process without trajectories forwards one placeholder row (mask 0), so it joins the forward
+    passes every process must run together under DDP / FSDP (`training.batch.equal_micro_batches`).
+    """
+    rows = list(trajs) or [Trajectory(prompt_ids=[pad_id], response_ids=[pad_id], loss_mask=[0],
+                                      logprobs=[0.0], turn_index=[0], segment=[int(Segment.TOOL)])]
+    batch = collate(rows, torch.zeros(len(rows)), pad_id=pad_id)
     was_training = model.training
     model.eval()
-    _, entropy = batch_logprobs(model, batch, temperature, token_budget=token_budget, device=device)
+    _, entropy = batch_logprobs(model, batch, temperature, token_budget=token_budget, device=device)  # (B, R)
     model.train(was_training)
-    out["entropy"] = masked_token_mean(entropy, batch.loss_mask)
-    return out
+    mask = batch.loss_mask.double()                                                                # (B, R)
+    return (entropy.double() * mask).sum(), mask.sum()
 
 
 def evaluate(play: PlayFn, model: nn.Module, sets: Mapping[str, Sequence[Any]], *, k: int, seed: int,
@@ -80,6 +143,10 @@ def evaluate(play: PlayFn, model: nn.Module, sets: Mapping[str, Sequence[Any]], 
 def evaluate_model(cfg: Any, model_dir: Any = None) -> dict[str, float]:
     """`stare eval`: load a model (default `cfg.model.path`) and evaluate it on `cfg.eval.tasks`.
 
+    Under `torchrun` / `accelerate launch` the accelerator joins the process group, so the problems
+    are shared between the processes as in training (`evaluate_set`); every process returns the
+    same global metrics.
+
     Args:
         cfg: a `TrainConfig` (eval, rollout limits, data.env and model settings are used).
         model_dir: a model directory, or a run directory holding `model/`; None = cfg.model.path.
@@ -96,12 +163,14 @@ def evaluate_model(cfg: Any, model_dir: Any = None) -> dict[str, float]:
         cfg = runtime.replace_cfg(cfg, model=runtime.dataclasses.replace(cfg.model, path=str(path)))
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
+    accelerator = runtime.make_accelerator(cfg)
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
-    model.eval()
+    model = model.to(accelerator.device).eval()
     e = cfg.eval
     play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
                                runtime.make_env_factory(cfg),
                                temperature=e.temperature, top_p=e.top_p)
     sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
     return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
-                    temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens)
+                    temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
+                    device=accelerator.device)

@@ -52,6 +52,7 @@ def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "train/reflection_words": sum(reflection_count(assistant_text(t)) for t in trajs) / n,
         "train/truncated": sum(t.finish_reason in ("length", "max_turns") for t in trajs) / n,
         "train/failed": sum(bool(t.failed) for t in trajs) / n,
+        "train/prompt_truncated": sum(float(t.metrics.get("prompt_truncated", 0)) for t in trajs) / n,
     }
     return out
 

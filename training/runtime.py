@@ -126,18 +126,29 @@ def load_tasks(name: str, limit: int = 0) -> list[Any]:
 def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callable[[], Any], *,
                 temperature: float, top_p: float, top_k: int = -1) -> Callable[[list[Any], int, int],
                                                                                list[Any]]:
-    """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits."""
+    """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits.
+
+    Limits come from `cfg.rollout`: max_turns, max_response_tokens, max_tool_tokens and the initial
+    prompt's max_prompt_tokens / prompt_truncation (0 = no limit). Each call first makes room in the
+    process-wide local sandbox for the episodes it plays at once (`reserve_shared_sessions`: a number
+    remembered, no sandbox started, when the env does not use it): len(tasks) × group_size, or
+    whole groups of at most rollout.max_live_episodes episodes when that is set.
+    """
     import agents
+    from envs.sandbox import reserve_shared_sessions
     r = cfg.rollout
     sampling = agents.SamplingParams(max_tokens=r.max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k)
     limits = agents.RolloutLimits(max_turns=r.max_turns, max_response_tokens=r.max_response_tokens,
-                                  max_tool_output_tokens=r.max_tool_tokens)
+                                  max_tool_output_tokens=r.max_tool_tokens,
+                                  max_prompt_tokens=r.max_prompt_tokens or None,
+                                  prompt_truncation=r.prompt_truncation)
 
     def play(task_list: list[Any], group_size: int, seed: int) -> list[Any]:
         per_call = max(1, len(task_list))
         if r.max_live_episodes:
             per_call = max(1, r.max_live_episodes // group_size)
+        reserve_shared_sessions(min(per_call, len(task_list)) * group_size)
         chunks = [agents.rollout_batch(make_env, policy, tokenizer, task_list[lo:lo + per_call],
                                        group_size=group_size, sampling=sampling, limits=limits,
                                        seed=seed + lo * group_size, max_workers=r.max_workers)

@@ -103,14 +103,22 @@ class Collected:
     """Recording turns and rendering injected messages (tokenizer + chat template)."""
     reset_s: float = 0.0
     """Creating and resetting the envs."""
+    prefetch_s: float = 0.0
+    """Wall time of round 0 in the rollout thread when it was played ahead (`rollout.async_steps`)."""
 
 
 RolloutFn = Callable[[list[Any], int], list[Trajectory]]
 """(tasks, seed) -> trajectories, task-major, `group_size` per task, group_id = task index."""
 
 
+def round_size(prompts: int, per_round: int, dynamic_sampling: bool, world: int) -> int:
+    """Prompts this process draws per round: `per_round` with dynamic sampling, else `prompts`."""
+    return share(per_round if dynamic_sampling else prompts, world)
+
+
 def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, prompts: int, per_round: int,
-            group_size: int, dynamic_sampling: bool, max_rounds: int, drop_failed: bool) -> Collected:
+            group_size: int, dynamic_sampling: bool, max_rounds: int, drop_failed: bool,
+            first_round: Any = None) -> Collected:
     """Sample groups until `prompts` groups are kept (DAPO dynamic sampling) or the round limit.
 
     Without dynamic sampling there is one round of `prompts` prompts and every group is kept.
@@ -136,6 +144,9 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
         dynamic_sampling: filter zero-variance groups and refill.
         max_rounds: round limit (0 = unlimited).
         drop_failed: drop failed / verifier-failure episodes from the loss.
+        first_round: round 0 played ahead (`training.async_rollout.Prefetched`: its tasks were taken
+            from `stream` and it was seeded with `round_seed(seed, step, 0, rank)`, as here); None =
+            play round 0 here.
     """
     kept_groups: list[tuple[tuple[int, int], list[Trajectory]]] = []
     everything: list[Trajectory] = []
@@ -143,17 +154,20 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
     times = {"rollout_s": 0.0, "generation_s": 0.0, "tool_s": 0.0, "render_s": 0.0, "reset_s": 0.0}
     rank, world = stream.rank, stream.world_size
     while True:
-        tasks = stream.take(share(per_round if dynamic_sampling else prompts, world))
-        rs = round_seed(seed, step, rounds, rank)
-        torch.manual_seed(rs)
         start = time.perf_counter()
-        trajs = rollout(tasks, rs)
+        if rounds == 0 and first_round is not None:
+            num_tasks, trajs = first_round.num_tasks, first_round.trajectories
+        else:
+            tasks = stream.take(round_size(prompts, per_round, dynamic_sampling, world))
+            rs = round_seed(seed, step, rounds, rank)
+            torch.manual_seed(rs)
+            num_tasks, trajs = len(tasks), rollout(tasks, rs)
         times["rollout_s"] += time.perf_counter() - start
         stats = getattr(trajs, "stats", None)   # agents.RolloutBatch carries a time split
         for key in ("generation_s", "tool_s", "render_s", "reset_s"):
             times[key] += float(getattr(stats, key, 0.0))
         everything += trajs
-        for local, group in enumerate(_split_groups(trajs, len(tasks), group_size)):
+        for local, group in enumerate(_split_groups(trajs, num_tasks, group_size)):
             usable = [t for t in group if not (drop_failed and is_failure(t))]
             dropped += len(group) - len(usable)
             if usable and (not dynamic_sampling or _has_variance(usable)):

@@ -30,6 +30,7 @@ import torch
 
 import stare
 from training import distributed, runtime
+from training.async_rollout import RolloutPrefetcher, make_prefetcher
 from training.batch import Batch, collate, placeholder_rows
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from training.config import TrainConfig, dump_yaml
@@ -37,7 +38,7 @@ from training.evaluate import evaluate
 from training.logprobs import batch_logprobs, per_turn_means
 from training.metrics import MetricsLogger, episode_metrics
 from training.rollout_engine import logprob_mismatch, tis_weights
-from training.sampling import Collected, TaskStream, collect, share
+from training.sampling import Collected, TaskStream, collect, round_seed, round_size, share
 from training.update import fused_on_policy_update, global_stare_weights, update_policy
 
 
@@ -64,6 +65,8 @@ class Run:
     elapsed_before: float = 0.0
     """Seconds of training done before this process (resume)."""
     started: float = 0.0
+    prefetcher: RolloutPrefetcher | None = None
+    """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
 
 
 def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
@@ -93,6 +96,12 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
                                      top_k=r.top_k)
     play_eval = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=e.temperature,
                                     top_p=e.top_p)
+    prefetcher = None
+    if r.async_steps:
+        prefetcher = make_prefetcher(cfg, accelerator, accelerator.unwrap_model(model), tokenizer, policy,
+                                     lambda p: runtime.make_player(cfg, p, tokenizer, make_env,
+                                                                   temperature=r.temperature, top_p=r.top_p,
+                                                                   top_k=r.top_k))
     stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
                         shuffle=cfg.data.shuffle, rank=accelerator.process_index,
                         world_size=accelerator.num_processes)
@@ -100,17 +109,26 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     run = Run(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
               scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
               stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
-              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir)
+              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, accelerator)
         run.controller.load_state_dict(state["controller"])
         run.stream.load_state_dict(state["stream"])
         run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
+        _restore_prefetched(run, state.get("prefetched"))
         runtime.sync_schedule(scheduler)
     if accelerator.is_main_process:
         (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     return run
+
+
+def _restore_prefetched(run: Run, state: dict[str, Any] | None) -> None:
+    if state is not None and run.prefetcher is None:
+        raise ValueError("this checkpoint holds a prefetched rollout round (it was saved with "
+                         "rollout.async_steps=1); resume with rollout.async_steps=1")
+    if run.prefetcher is not None:
+        run.prefetcher.load_state_dict(state)
 
 
 def _check_sharding(cfg: TrainConfig, world: int) -> None:
@@ -160,11 +178,15 @@ def fit(run: Run) -> dict[str, Any]:
             logger.log(last)
             final = step == cfg.train.steps
             if (cfg.eval.every and step % cfg.eval.every == 0) or (final and cfg.eval.at_end):
+                if run.prefetcher is not None:
+                    run.prefetcher.wait()     # no sampling in two threads at once (one RNG)
                 last_eval = _evaluate(run, step, logger)
             if (cfg.log.save_every and step % cfg.log.save_every == 0) or final:
                 _save(run, step)
     finally:
         logger.close()
+        if run.prefetcher is not None:
+            run.prefetcher.close()
     if cfg.log.save_model:
         state = run.accelerator.get_state_dict(run.model)   # collective under FSDP / ZeRO-3: all processes
         if run.accelerator.is_main_process:
@@ -184,6 +206,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     # ---- advantages, batch, old-log-prob pass, entropy gate, policy update ---------------------------
     update = collected.groups_kept > 0     # global: every process takes the same branch
     batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=update)
+    prefetch_next(run, step)             # rollout.async_steps=1: the next round plays during the update
     learned, t_old, t_update = learn(run, batch, update=update)
     with warnings.catch_warnings():   # a step without an update still advances the schedule
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
@@ -196,7 +219,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
             "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
             "time/tools_s": collected.tool_s, "time/render_s": collected.render_s,
-            "time/reset_s": collected.reset_s, "time/old_logprob_s": t_old, "time/update_s": t_update,
+            "time/reset_s": collected.reset_s, "time/prefetch_s": collected.prefetch_s,
+            "time/old_logprob_s": t_old, "time/update_s": t_update,
             "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
             "time": _elapsed(run)}
 
@@ -210,13 +234,38 @@ def global_episode_metrics(trajs: list[Any]) -> dict[str, float]:
 
 
 def rollout_stage(run: Run, step: int) -> Collected:
-    """Play this step's groups (DAPO dynamic sampling refills when the algorithm asks for it)."""
+    """Play this step's groups (DAPO dynamic sampling refills when the algorithm asks for it).
+
+    With a prefetcher, round 0 was played ahead (during the previous update); `rollout_s` then
+    counts the time spent waiting for it, and `prefetch_s` the time it took in the rollout thread.
+    """
     r, algo = run.cfg.rollout, run.algo
-    return collect(lambda tasks, seed: run.play_train(tasks, r.group_size, seed), run.stream, step=step,
-                   seed=run.cfg.seed, prompts=r.prompts_per_step,
-                   per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
-                   dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
-                   drop_failed=r.drop_failed)
+    t0 = time.perf_counter()
+    first = run.prefetcher.take(step) if run.prefetcher is not None else None
+    waited = time.perf_counter() - t0
+    collected = collect(lambda tasks, seed: run.play_train(tasks, r.group_size, seed), run.stream, step=step,
+                        seed=run.cfg.seed, prompts=r.prompts_per_step,
+                        per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
+                        dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
+                        drop_failed=r.drop_failed, first_round=first)
+    collected.rollout_s += waited
+    collected.prefetch_s = first.seconds if first is not None else 0.0
+    return collected
+
+
+def prefetch_next(run: Run, step: int) -> None:
+    """Start round 0 of step + 1 in the rollout thread, with the weights as they are now.
+
+    Takes the round's prompts from the data cursor now, which is where the synchronous loop
+    would take them (after this step's refill rounds), and seeds it as `collect` would.
+    """
+    cfg, r = run.cfg, run.cfg.rollout
+    if run.prefetcher is None or step >= cfg.train.steps:
+        return
+    world, rank = run.stream.world_size, run.stream.rank
+    tasks = run.stream.take(round_size(r.prompts_per_step, r.prompts_per_round or r.prompts_per_step,
+                                       run.algo.dynamic_sampling, world))
+    run.prefetcher.launch(step + 1, tasks, r.group_size, round_seed(cfg.seed, step + 1, 0, rank))
 
 
 def learn(run: Run, batch: Batch, *, update: bool) -> tuple[dict[str, float], float, float]:
@@ -369,6 +418,8 @@ def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
 def _save(run: Run, step: int) -> None:
     state = {"controller": run.controller.state_dict(), "stream": run.stream.state_dict(),
              "elapsed": _elapsed(run)}
+    if run.prefetcher is not None:        # the next step's round, played ahead: part of the state
+        state["prefetched"] = run.prefetcher.state_dict()
     save_checkpoint(run.run_dir, step, run.accelerator, state, keep=run.cfg.log.keep_checkpoints)
 
 

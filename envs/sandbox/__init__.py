@@ -8,7 +8,13 @@ from envs.sandbox.factory import make_sandbox
 from envs.sandbox.fusion import FusionSandbox
 from envs.sandbox.fusion_session import FusionSession
 from envs.sandbox.launch import INSTALL_HINT, IsolationUnavailable, bwrap_problem
-from envs.sandbox.local import LocalSandbox, LocalSandboxConfig, SessionLimitError, shared_local_sandbox
+from envs.sandbox.local import (
+    LocalSandbox,
+    LocalSandboxConfig,
+    SessionLimitError,
+    reserve_shared_sessions,
+    shared_local_sandbox,
+)
 from envs.sandbox.result import RunResult, RunStatus
 from envs.sandbox.session import LocalSession
 from envs.sandbox.worker import SandboxStartError
@@ -19,5 +25,5 @@ SandboxSession = LocalSession
 __all__ = [
     "INSTALL_HINT", "FusionSandbox", "FusionSession", "IsolationUnavailable", "LocalSandbox",
     "LocalSandboxConfig", "LocalSession", "RunResult", "RunStatus", "SandboxSession", "SandboxStartError",
-    "SessionLimitError", "bwrap_problem", "make_sandbox", "shared_local_sandbox",
+    "SessionLimitError", "bwrap_problem", "make_sandbox", "reserve_shared_sessions", "shared_local_sandbox",
 ]

@@ -18,6 +18,7 @@ host, through the worker's private uid).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import itertools
 import logging
 import math
@@ -56,7 +57,8 @@ class LocalSandboxConfig:
     max_concurrency: int | None = None
     """Runs executing at the same time; more callers wait in line. None = max(2, 2 x CPU cores)."""
     max_sessions: int = 64
-    """Live persistent sessions at most (~16 MB RSS each); `session()` waits `session_wait_s` for one."""
+    """Live persistent sessions at most (~16 MB RSS each); `session()` waits `session_wait_s` for one.
+    Resizable at run time with `LocalSandbox.set_max_sessions` / `reserve_sessions`."""
     session_wait_s: float = 60.0
     """How long `session()` waits for a session slot before raising `SessionLimitError`."""
     spare_sessions: int = 2
@@ -127,7 +129,8 @@ class LocalSandbox:
                         "file system visible). Install bubblewrap for isolation.")
         self._closed = False
         self._lock = threading.Lock()
-        self._session_slots = threading.BoundedSemaphore(self.config.max_sessions)
+        self._slot_freed = threading.Condition(self._lock)
+        """Notified when a session closes or the cap grows (guards `_sessions` and the cap)."""
         self._sessions: set[LocalSession] = set()
         self._tmpdirs: list[str] = []
         self._spawner = Spawner(threads=min(8, self.config.concurrency))
@@ -208,24 +211,78 @@ class LocalSandbox:
     def session(self) -> LocalSession:
         """Open a persistent interpreter (variables survive between its runs); close it when done.
 
+        Waits while ``sessions_in_use >= max_sessions`` (a close or a larger cap wakes it).
+
         Raises:
             SessionLimitError: ``max_sessions`` are open and none closed within ``session_wait_s``.
         """
-        if self._closed:
-            raise RuntimeError("the sandbox is closed; create a new LocalSandbox.")
-        if not self._session_slots.acquire(timeout=self.config.session_wait_s):
-            raise SessionLimitError(
-                f"max_sessions={self.config.max_sessions} sessions are open and none was closed within "
-                f"{self.config.session_wait_s}s; close() finished sessions or raise max_sessions.")
-        session = LocalSession(self, on_close=self._session_closed)
-        with self._lock:
+        with self._slot_freed:
+            has_slot = self._slot_freed.wait_for(
+                lambda: self._closed or len(self._sessions) < self.config.max_sessions,
+                timeout=self.config.session_wait_s)
+            if self._closed:
+                raise RuntimeError("the sandbox is closed; create a new LocalSandbox.")
+            if not has_slot:
+                raise SessionLimitError(
+                    f"max_sessions={self.config.max_sessions} sessions are open and none was closed within "
+                    f"{self.config.session_wait_s}s; close() finished sessions or raise the cap with "
+                    f"reserve_sessions(n) / set_max_sessions(n) (rollout.max_live_episodes chunks episodes).")
+            session = LocalSession(self, on_close=self._session_closed)
             self._sessions.add(session)
         return session
 
     def _session_closed(self, session: LocalSession) -> None:
-        with self._lock:
+        with self._slot_freed:
             self._sessions.discard(session)
-        self._session_slots.release()
+            self._slot_freed.notify()
+
+    @property
+    def max_sessions(self) -> int:
+        """The current session cap."""
+        return self.config.max_sessions
+
+    @property
+    def sessions_in_use(self) -> int:
+        """Sessions open now (opened and not yet closed)."""
+        with self._lock:
+            return len(self._sessions)
+
+    def set_max_sessions(self, n: int) -> None:
+        """Resize the session cap, at any time, from any thread.
+
+        Growing wakes callers waiting in `session()` at once. Shrinking never closes a session: with
+        u sessions in use and a new cap n < u, the cap is deferred, not refused: the u sessions keep
+        running and `session()` waits until fewer than n are open (u - n + 1 closes).
+
+        Args:
+            n: The new cap, >= 1.
+
+        Raises:
+            ValueError: n < 1.
+        """
+        with self._slot_freed:
+            self._set_cap(n)
+
+    def reserve_sessions(self, n: int) -> int:
+        """Grow the session cap to at least `n` (never shrinks it); thread-safe.
+
+        Args:
+            n: Sessions the caller may hold at once (e.g. the live episodes of a rollout call).
+
+        Returns:
+            The cap after the call, max(previous cap, n).
+        """
+        with self._slot_freed:
+            if n > self.config.max_sessions:
+                self._set_cap(n)
+            return self.config.max_sessions
+
+    def _set_cap(self, n: int) -> None:
+        """Set the cap and wake every waiter (the caller holds `_slot_freed`)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"max_sessions={n!r} must be an int >= 1.")
+        self.config = dataclasses.replace(self.config, max_sessions=n)
+        self._slot_freed.notify_all()
 
     # internal hooks used by LocalSession
     def _spawn_session_worker(self) -> Worker:
@@ -239,6 +296,7 @@ class LocalSandbox:
                 return
             self._closed = True
             sessions = list(self._sessions)
+            self._slot_freed.notify_all()   # waiters in session() raise "closed"
         for session in sessions:
             session.close()
         self._pool.close()
@@ -265,20 +323,53 @@ def _rmtree_quiet(path: str) -> None:
 
 _shared: LocalSandbox | None = None
 _shared_lock = threading.Lock()
+_shared_reserved = 0
+"""Sessions reserved by `reserve_shared_sessions` before the shared sandbox exists."""
 
 
 def shared_local_sandbox(**settings: object) -> LocalSandbox:
     """The process-wide `LocalSandbox` (created on first use; closed at exit).
 
     Many environments share it so that 64 envs do not start 64 worker pools. ``settings`` apply only
-    to the first call; later calls with different settings raise ValueError.
+    to the first call; later calls with different settings raise ValueError, except ``max_sessions``,
+    which grows the existing sandbox's cap (`LocalSandbox.reserve_sessions`). The cap starts at
+    max(max_sessions, sessions reserved earlier with `reserve_shared_sessions`).
     """
     global _shared
     with _shared_lock:
         if _shared is None or _shared._closed:
-            _shared = LocalSandbox(**settings)
+            config = LocalSandboxConfig(**settings)  # type: ignore[arg-type]
+            _shared = LocalSandbox(**{**settings, "max_sessions": max(config.max_sessions, _shared_reserved)})
             atexit.register(_shared.close)
-        elif settings and LocalSandboxConfig(**settings) != _shared.config:  # type: ignore[arg-type]
-            raise ValueError("shared_local_sandbox() already exists with other settings "
-                             f"({_shared.config}); build your own LocalSandbox(...) instead.")
+            return _shared
+        if settings:
+            wanted = LocalSandboxConfig(**settings)  # type: ignore[arg-type]
+            if dataclasses.replace(wanted, max_sessions=_shared.max_sessions) != _shared.config:
+                raise ValueError("shared_local_sandbox() already exists with other settings "
+                                 f"({_shared.config}); build your own LocalSandbox(...) instead.")
+            if "max_sessions" in settings:
+                _shared.reserve_sessions(wanted.max_sessions)
         return _shared
+
+
+def reserve_shared_sessions(n: int) -> int:
+    """Make room for `n` sessions at once in the process-wide sandbox, without creating it.
+
+    If `shared_local_sandbox()` exists, its cap grows to at least `n` now; otherwise `n` is
+    remembered and applied when it is first created. A process whose envs never use the local
+    sandbox pays nothing (no sandbox is started). Never shrinks a cap.
+
+    Args:
+        n: Sessions that may be open together (e.g. the live episodes of one rollout call).
+
+    Returns:
+        The cap the shared sandbox has (or will start with, at least).
+    """
+    global _shared_reserved
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"reserve_shared_sessions(n={n!r}): n must be an int >= 0.")
+    with _shared_lock:
+        _shared_reserved = max(_shared_reserved, n)
+        if _shared is not None and not _shared._closed:
+            return _shared.reserve_sessions(max(1, n))
+        return max(LocalSandboxConfig.max_sessions, _shared_reserved)

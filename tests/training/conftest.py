@@ -73,5 +73,7 @@ def run_training():
     def run(cfg, resume: bool = False):
         prepared = setup(cfg, resume=resume)
         prepared.play_train = parity_rewards(prepared.play_train)
+        if prepared.prefetcher is not None:   # rollout.async_steps=1: the rounds played ahead too
+            prepared.prefetcher.play = parity_rewards(prepared.prefetcher.play)
         return fit(prepared)
     return run

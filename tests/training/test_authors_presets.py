@@ -34,6 +34,8 @@ SHARED = {
     "algo.stare.w_max": 1.5,
     "algo.stare.m_min": 0.5,
     "rollout.max_response_tokens": 3072,          # max_response_length
+    "rollout.max_prompt_tokens": 1024,            # max_prompt_length
+    "rollout.prompt_truncation": "left",          # truncation
     "rollout.vllm_max_model_len": 1024 + 3072,    # max_prompt_length + max_response_length
     "optim.lr": 1e-6,
     "optim.schedule": "constant",

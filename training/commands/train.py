@@ -1,4 +1,7 @@
-"""`stare train CONFIG [key=value ...] [--resume]` and `stare eval CONFIG [key=value ...] [--model DIR]`."""
+"""`stare train CONFIG [key=value ...] [--resume]` and `stare eval CONFIG [key=value ...] [--model DIR]`.
+
+Under `torchrun` / `accelerate launch` only process 0 prints (and writes `--out`); see `ranks`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from training.commands.ranks import echo_main, is_main_process
 
 ConfigArg = Annotated[str, typer.Argument(help="YAML config file or preset name in configs/ (cpu-tiny).")]
 OverridesArg = Annotated[list[str] | None, typer.Argument(
@@ -34,12 +39,12 @@ def train(config: ConfigArg, overrides: OverridesArg = None, resume: ResumeOpt =
     from training.config import dump_yaml
     cfg = _load(config, overrides)
     if print_config:
-        typer.echo(dump_yaml(cfg))
+        echo_main(dump_yaml(cfg))
         return
     from training.trainer import train as run_training
     summary = run_training(cfg, resume=resume)
-    typer.echo(json.dumps({"run_dir": summary["run_dir"], "steps": summary["steps"],
-                           "wall_s": round(summary["wall_s"], 1), "eval": summary["eval"]}, indent=1))
+    echo_main(json.dumps({"run_dir": summary["run_dir"], "steps": summary["steps"],
+                          "wall_s": round(summary["wall_s"], 1), "eval": summary["eval"]}, indent=1))
 
 
 def eval(config: ConfigArg, overrides: OverridesArg = None,  # noqa: A001 - the command is `stare eval`
@@ -49,6 +54,8 @@ def eval(config: ConfigArg, overrides: OverridesArg = None,  # noqa: A001 - the 
     cfg = _load(config, overrides)
     metrics = evaluate_model(cfg, model)
     text = json.dumps(metrics, indent=1)
+    if not is_main_process():
+        return
     typer.echo(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
