@@ -88,7 +88,7 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     optimizer, scheduler = runtime.make_optimizer(cfg, model)
     ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    policy = runtime.make_policy(accelerator.unwrap_model(model), tokenizer, cfg, model_dir)
+    policy = runtime.make_policy(rollout_model(cfg, accelerator, model), tokenizer, cfg, model_dir)
     make_env = runtime.make_env_factory(cfg)
     r, e = cfg.rollout, cfg.eval
     play_train = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=r.temperature,
@@ -121,6 +121,23 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     if accelerator.is_main_process:
         (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     return run
+
+
+def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
+    """The module the rollout policy reads its weights from.
+
+    `engine=hf` generates with the unwrapped model itself, so it needs every weight on every process
+    (one process, DDP, ZeRO-1/2): under FSDP or ZeRO-3 it is refused. `engine=vllm` copies the weights
+    into its engine, gathering shards (`training.distributed.iter_full_state`): it gets the unwrapped
+    model, or under FSDP1 the prepared root (gathering from inside the root breaks FSDP1).
+    """
+    kind = distributed.sharding_kind(model)
+    if cfg.rollout.engine == "hf" and kind != "full":
+        raise ValueError(f"rollout.engine=hf generates with the training model itself, whose weights "
+                         f"{kind} shards over processes; use rollout.engine=vllm (its weight push "
+                         "gathers the shards) or data parallelism without sharding "
+                         "(configs/accelerate/ddp.yaml)")
+    return model if kind == "fsdp1" else accelerator.unwrap_model(model)
 
 
 def _restore_prefetched(run: Run, state: dict[str, Any] | None) -> None:

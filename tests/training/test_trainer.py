@@ -222,3 +222,18 @@ def test_max_live_episodes_plays_in_chunks_with_the_same_env_seeds(make_cfg, mon
     assert calls == [(["a", "b"], 100), (["c", "d"], 106), (["e"], 112)]
     assert [t.task_id for t in out] == [x for x in "abcde" for _ in range(3)]
     assert out.stats.generation_s == 3.0 and out.stats.episodes == 15
+
+
+def test_the_hf_engine_refuses_sharded_weights_and_vllm_gets_the_unwrapped_model(make_cfg, tiny_model):
+    """engine=hf generates with the training model: ZeRO-3 / FSDP shards are refused by name."""
+    from training.trainer import rollout_model
+
+    class Unwrapping:
+        def unwrap_model(self, model):
+            return model
+
+    assert rollout_model(make_cfg(), Unwrapping(), tiny_model) is tiny_model
+    next(tiny_model.parameters()).ds_id = 0          # how DeepSpeed ZeRO-3 marks a partitioned parameter
+    with pytest.raises(ValueError, match="zero3 shards over processes; use rollout.engine=vllm"):
+        rollout_model(make_cfg(), Unwrapping(), tiny_model)
+    assert rollout_model(make_cfg("rollout.engine=vllm"), Unwrapping(), tiny_model) is tiny_model

@@ -328,7 +328,7 @@ def test_a_few_training_steps_with_vllm_rollouts(tmp_path, tokenizer, monkeypatc
 
 @pytest.mark.vllm
 def test_one_step_off_policy_rollouts_with_vllm(tmp_path, tokenizer, monkeypatch):
-    """`rollout.async_steps=1` on vllm(-cpu): a push at each launch, none mid-round, the lag in `rollout/kl`."""
+    """`rollout.async_steps=1` on vllm(-cpu): pushes at launches only; the lag shows in `rollout/kl`."""
     pytest.importorskip("vllm")
     from training.preset import build_tiny_model
     from training.trainer import fit, setup
