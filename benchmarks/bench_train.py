@@ -5,11 +5,13 @@
     python benchmarks/bench_train.py --steps 8 --threads 1 --algo dapo
 
 Runs `--steps` training steps of configs/cpu-tiny.yaml (same batch: 16 prompts × 8 episodes, same
-token budgets; dynamic sampling off, so every step plays exactly 128 episodes) twice, side by side
-with the same seed: with the fused on-policy update (the default:
-the update's forward pass doubles as the old-log-prob pass) and with a separate no-grad old-log-prob
-pass. Prints the mean seconds per step of each phase over the steps after the first (warm-up), read
-from the runs' metrics.jsonl, as a Markdown table for BENCHMARKS.md.
+token budgets; dynamic sampling off, so every step plays exactly 128 episodes) three times, side by
+side with the same seed: with the fused on-policy update (the default: the update's forward pass
+doubles as the old-log-prob pass), with a separate no-grad old-log-prob pass, and with one-step
+off-policy rollouts (`rollout.async_steps=1`: the next step's episodes play in a second thread
+during the update, so that arm uses two cores; its rollout row is the main thread's wait). Prints
+the mean seconds per step of each phase over the steps after the first (warm-up), read from the
+runs' metrics.jsonl, as a Markdown table for BENCHMARKS.md.
 With `--random-model`, rewards are the parity of the sampled ids (the random model never solves a
 puzzle), so groups have both signs and every step runs a real update.
 """
@@ -30,6 +32,7 @@ PHASES = [
     ("  tools (env.step, concurrent)", "time/tools_s"),
     ("  rendering (ledger, chat template)", "time/render_s"),
     ("  env creation and reset", "time/reset_s"),
+    ("  round played ahead (rollout thread, async arm)", "time/prefetch_s"),
     ("old-log-prob pass", "time/old_logprob_s"),
     ("update (fwd + bwd + AdamW)", "time/update_s"),
     ("whole step", "time/step_s"),
@@ -54,14 +57,16 @@ def main() -> None:
     parser.add_argument("--random-model", action="store_true")
     parser.add_argument("--cache-dir", default=None, help="model.cache_dir of the preset build")
     args = parser.parse_args()
-    arms = {"fused on-policy (default)": "true", "separate old-log-prob pass": "false"}
+    arms = {"fused on-policy (default)": ["train.fuse_on_policy=true"],
+            "separate old-log-prob pass": ["train.fuse_on_policy=false"],
+            "one-step off-policy (rollout.async_steps=1)": ["rollout.async_steps=1"]}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         extra = [f"model.path={_random_model_dir(root)}",
                  "train.target_entropy=0.3"] if args.random_model else []
-        for label, fuse in arms.items():     # same seed: both arms sample the same episodes
-            results[label] = _run_arm(root / fuse, args, [f"train.fuse_on_policy={fuse}", *extra])
+        for i, (label, overrides) in enumerate(arms.items()):   # same seed: the same prompts and seeds
+            results[label] = _run_arm(root / f"arm{i}", args, [*overrides, *extra])
     model = "tiny random Qwen2 (preset size)" if args.random_model else "CPU preset (warm-started)"
     first = next(iter(results.values()))
     print(f"Trainer step breakdown: {model}, algo {args.algo}, 16 prompts × 8 episodes per step "
@@ -92,6 +97,8 @@ def _run_arm(root: Path, args: argparse.Namespace, extra: list[str]) -> dict[str
     run = setup(cfg)
     if args.random_model:
         run.play_train = _parity(run.play_train)
+        if run.prefetcher is not None:
+            run.prefetcher.play = _parity(run.prefetcher.play)
     fit(run)
     records = [json.loads(x) for x in (cfg.run_path / "metrics.jsonl").read_text().splitlines()][1:]
     keys = [key for _, key in PHASES] + ["perf/tokens_per_s", "train/response_length", "train/total_length",
