@@ -47,6 +47,10 @@ class Task:
             raise ValueError(f"{where}: field 'family' is {self.family!r}; valid values are {list(FAMILIES)}")
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle support (e.g. for a rollout worker process): `meta`'s read-only view is rebuilt."""
+        return (Task, (self.id, self.prompt, self.answer, self.family, dict(self.meta)))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the JSONL format of `tasks.load`)."""
         return {"id": self.id, "prompt": self.prompt, "answer": self.answer,

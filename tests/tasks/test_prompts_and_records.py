@@ -49,3 +49,14 @@ def test_grade_record_reward_and_failures():
     assert Grade(True, "1", "correct").reward == 1.0
     assert Grade(False, None, "verifier_timeout").is_verifier_failure
     assert not Grade(False, "2", "wrong").is_verifier_failure
+
+
+def test_a_task_pickles_with_its_read_only_meta():
+    """Tasks cross process boundaries (worker pools, spawned rollout workers) intact."""
+    import pickle
+
+    task = Task(id="t-1", prompt="2 + 2?", answer="4", meta={"grader": "math", "numbers": [2, 2]})
+    back = pickle.loads(pickle.dumps(task))
+    assert back == task and dict(back.meta) == {"grader": "math", "numbers": [2, 2]}
+    with pytest.raises(TypeError):
+        back.meta["grader"] = "countdown"          # still a read-only view
