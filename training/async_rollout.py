@@ -46,7 +46,7 @@ import torch
 from agents.trajectory import Trajectory
 
 PlayFn = Any
-"""(tasks, seed) -> trajectories, task-major (the group size already bound)."""
+"""(tasks, group_size, seed) -> trajectories, task-major (as `training.runtime.make_player` returns)."""
 
 
 @dataclass

@@ -91,17 +91,17 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     policy = runtime.make_policy(rollout_model(cfg, accelerator, model), tokenizer, cfg, model_dir)
     make_env = runtime.make_env_factory(cfg)
     r, e = cfg.rollout, cfg.eval
-    play_train = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=r.temperature,
-                                     top_p=r.top_p,
-                                     top_k=r.top_k)
+
+    def train_player(rollout_policy: Any) -> Any:   # the training sampling, over any policy
+        return runtime.make_player(cfg, rollout_policy, tokenizer, make_env, temperature=r.temperature,
+                                   top_p=r.top_p, top_k=r.top_k)
+    play_train = train_player(policy)
     play_eval = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=e.temperature,
                                     top_p=e.top_p)
     prefetcher = None
     if r.async_steps:
         prefetcher = make_prefetcher(cfg, accelerator, accelerator.unwrap_model(model), tokenizer, policy,
-                                     lambda p: runtime.make_player(cfg, p, tokenizer, make_env,
-                                                                   temperature=r.temperature, top_p=r.top_p,
-                                                                   top_k=r.top_k))
+                                     train_player)
     stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
                         shuffle=cfg.data.shuffle, rank=accelerator.process_index,
                         world_size=accelerator.num_processes)

@@ -30,20 +30,17 @@ def _initial_prompt(tok, make_env):
     return prompt
 
 
+def _play_demos(tok, tasks, make_env, **kwargs):
+    """`make_demos` of `tasks`, one copy each, seed 0, with the preset's limits and prompt."""
+    return make_demos(tasks, copies=1, make_env=make_env, tokenizer=tok,
+                      initial_prompt=_initial_prompt(tok, make_env), limits=rollout_limits(SETTINGS),
+                      seed=0, **kwargs)
+
+
 @pytest.fixture(scope="module")
 def demos(tok):
-    make_env = make_env_factory(SETTINGS)
     tasks = list(countdown_splits()["train"][:24])
-    played, stats = make_demos(
-        tasks,
-        copies=1,
-        make_env=make_env,
-        tokenizer=tok,
-        initial_prompt=_initial_prompt(tok, make_env),
-        limits=rollout_limits(SETTINGS),
-        seed=0,
-        chunk=16,
-    )
+    played, stats = _play_demos(tok, tasks, make_env_factory(SETTINGS), chunk=16)
     return tasks, played, stats
 
 
@@ -68,16 +65,7 @@ def test_demos_replay_the_script_through_the_env_with_exact_masks(tok, demos):
 
 def test_stateless_sandbox_gives_the_same_tokens_as_sessions(tok, demos):
     tasks, played, _ = demos
-    make_env = make_env_factory(SETTINGS, stateless=False)
-    again, _ = make_demos(
-        tasks[:4],
-        copies=1,
-        make_env=make_env,
-        tokenizer=tok,
-        initial_prompt=_initial_prompt(tok, make_env),
-        limits=rollout_limits(SETTINGS),
-        seed=0,
-    )
+    again, _ = _play_demos(tok, tasks[:4], make_env_factory(SETTINGS, stateless=False))
     for a, b in zip(played[:4], again, strict=False):
         assert (a.prompt_ids, a.response_ids, a.loss_mask) == (b.prompt_ids, b.response_ids, b.loss_mask)
 
