@@ -369,7 +369,8 @@ def main():
             status, memory, cpu = _serve_fork(request, code, fds, ctrl)
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         rc = -signum if signum else os.WEXITSTATUS(status)
-        ctrl.sendall(json.dumps({"rc": rc, "signal": signum, "memory": memory, "cpu_time": cpu}).encode())
+        ctrl.sendall(json.dumps({"id": request.get("id"), "rc": rc, "signal": signum, "memory": memory,
+                                 "cpu_time": cpu}).encode())
 
 
 main()

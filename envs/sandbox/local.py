@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from envs.sandbox.launch import SANDBOX_TMP, WorkerSpec, resolve_isolation
+from envs.sandbox.limits import check_memory, check_timeout
 from envs.sandbox.pool import SpareWorkers, Spawner, WorkerPool
 from envs.sandbox.result import RunResult, RunStatus
 from envs.sandbox.session import LocalSession
@@ -167,14 +168,15 @@ class LocalSandbox:
 
     @staticmethod
     def check_args(language: str, timeout: float, memory_mb: int) -> None:
-        """Raise ValueError naming the bad argument (a caller's mistake, not the code's)."""
+        """Raise ValueError naming the bad argument (a caller's mistake, not the code's).
+
+        Bounds (`envs.sandbox.limits`): 0 < timeout <= 3600 s, 16 <= memory_mb <= 65536 (an int).
+        """
         if language not in LANGUAGES:
             raise ValueError(f"language={language!r} is not supported by LocalSandbox; "
                              f"use one of {LANGUAGES}.")
-        if not timeout > 0:
-            raise ValueError(f"timeout={timeout} must be > 0 seconds.")
-        if memory_mb < 16:
-            raise ValueError(f"memory_mb={memory_mb} must be >= 16 (the interpreter itself needs ~10 MB).")
+        check_timeout(timeout)
+        check_memory(memory_mb)
 
     # ---- public API ---------------------------------------------------------------------------
     def run(self, code: str, *, language: str = "python", timeout: float = 10.0, memory_mb: int = 1024,

@@ -15,16 +15,18 @@ bounded concurrency queues the excess (back-pressure).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
-import traceback
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from envs.sandbox.limits import MAX_TIMEOUT_S, check_memory
 from envs.sandbox.result import RunResult, RunStatus
 
 LANGUAGES = Literal[
@@ -32,6 +34,20 @@ LANGUAGES = Literal[
     "sql", "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest", "junit",
     "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket", "gtest", "react"]
 SUPPORTED = ("python", "bash")
+log = logging.getLogger(__name__)
+
+
+def _memory_or_default(value: int) -> int:
+    """``memory_limit_MB``: <= 0 selects the server default; a positive value must be a valid limit."""
+    if value > 0:
+        check_memory(value, "memory_limit_MB")
+    return value
+
+
+Seconds = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)]
+"""A timeout in (0, MAX_TIMEOUT_S] seconds; anything else is HTTP 422 naming the field."""
+MemoryLimit = Annotated[int, AfterValidator(_memory_or_default)]
+"""``memory_limit_MB``: <= 0 means the server default, else in [MIN_MEMORY_MB, MAX_MEMORY_MB] MiB."""
 
 
 class RunCodeRequest(BaseModel):
@@ -40,9 +56,9 @@ class RunCodeRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     code: str
     language: LANGUAGES
-    compile_timeout: float = 10
-    run_timeout: float = 10
-    memory_limit_MB: int = -1
+    compile_timeout: Seconds = 10
+    run_timeout: Seconds = 10
+    memory_limit_MB: MemoryLimit = -1
     stdin: str | None = None
     files: dict[str, str | None] = Field(default_factory=dict)
     fetch_files: list[str] = Field(default_factory=list)
@@ -53,9 +69,9 @@ class RunJupyterRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     cells: list[str]
-    cell_timeout: float = 0
-    total_timeout: float = 45
-    memory_limit_MB: int = -1
+    cell_timeout: float = Field(0, ge=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    total_timeout: Seconds = 45
+    memory_limit_MB: MemoryLimit = -1
     kernel: Literal["python3"] = "python3"
     files: dict[str, str | None] = Field(default_factory=dict)
     fetch_files: list[str] = Field(default_factory=list)
@@ -102,10 +118,14 @@ def create_app(sandbox: Any, *, default_memory_mb: int = 1024) -> FastAPI:
     app = FastAPI(title="STARE sandbox (SandboxFusion-compatible)")
     pod = os.environ.get("MY_POD_NAME")
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": _field_errors(exc.errors())})
+
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(status_code=500, content={
-            "detail": str(exc), "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)})
+        log.error("sandbox server: unhandled error", exc_info=exc)   # the operator's log, never the client
+        return JSONResponse(status_code=500, content={"detail": "internal server error (see the server log)"})
 
     @app.get("/v1/ping")
     def ping() -> str:
@@ -169,6 +189,12 @@ def _run_cells(sandbox: Any, request: RunJupyterRequest, memory_mb: int, pod: st
               "stdout": "", "stderr": ""}
     return {"status": status, "message": message, "driver": driver, "cells": cells,
             "executor_pod_name": pod, "files": {}}
+
+
+def _field_errors(errors: Any) -> list[dict[str, Any]]:
+    """Validation errors as ``{"loc", "msg", "type"}``: the field is named, the input is never echoed."""
+    return [{"loc": [str(part) for part in err.get("loc", ())], "msg": str(err.get("msg", ""))[:300],
+             "type": str(err.get("type", ""))} for err in list(errors)[:20]]
 
 
 def _errors(result: RunResult) -> list[dict[str, Any]]:

@@ -72,6 +72,8 @@ class Worker:
         """
         self.spec = spec
         self.runs = 0
+        self._next_id = 1
+        """Id of the next request; the supervisor echoes it in its reply."""
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_r, info_w = os.pipe() if spec.isolation == "bwrap" else (None, None)
         fds = [child.fileno()] + ([info_w] if info_w is not None else [])
@@ -116,16 +118,30 @@ class Worker:
 
     def run(self, code: str, *, stdin: str, limits: dict, timeout: float, output_limit: int,
             language: str = "python") -> RunResult:
-        """Run one program; see ``LocalSandbox.run``. The worker is dead afterwards on timeout/crash."""
+        """Run one program; see ``LocalSandbox.run``. The worker is dead afterwards on timeout/crash.
+
+        A run that does not complete normally (the caller is interrupted, anything raises here) kills
+        the worker before the error propagates: a worker whose reply is still in flight must never
+        serve another request.
+        """
         self.runs += 1
+        request_id, self._next_id = self._next_id, self._next_id + 1
+        try:
+            return self._run(request_id, code, stdin, limits, timeout, output_limit, language)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _run(self, request_id: int, code: str, stdin: str, limits: dict, timeout: float, output_limit: int,
+             language: str) -> RunResult:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         sent = [_memfd("code", code.encode("utf-8", "surrogatepass")),
                 _memfd("stdin", stdin.encode("utf-8", "surrogatepass")), out_w, err_w]
         start = time.monotonic()
+        request = {"id": request_id, "limits": limits, "language": language}
         try:
-            socket.send_fds(self._sock, [json.dumps({"limits": limits, "language": language}).encode()],
-                            sent)
+            socket.send_fds(self._sock, [json.dumps(request).encode()], sent)
         except OSError as err:
             for fd in (*sent, out_r, err_r):
                 os.close(fd)
@@ -136,6 +152,10 @@ class Worker:
         out, err = _Capped(output_limit, bytearray()), _Capped(output_limit, bytearray())
         reply, timed_out = self._collect({out_r: out, err_r: err}, start + timeout)
         wall = time.monotonic() - start
+        if reply is not None and not timed_out and reply.get("id") != request_id:
+            self.kill()  # out of step: this reply belongs to another request; never report it
+            return _fault(f"[sandbox] reply for request {reply.get('id')!r} arrived for request "
+                          f"{request_id}; the worker was retired", wall)
         return self._result(reply, timed_out, out, err, wall)
 
     def _collect(self, streams: dict[int, _Capped], deadline: float) -> tuple[dict | None, bool]:
@@ -158,8 +178,7 @@ class Worker:
                     continue
                 for key, _ in sel.select(remaining):
                     if key.fileobj is self._sock:
-                        message = self._sock.recv(65536)
-                        reply = json.loads(message) if message else None
+                        reply = _decode_reply(self._sock.recv(65536))
                         waiting_reply = False
                         self._unregister(sel, self._sock)
                         continue
@@ -269,6 +288,17 @@ def _kill_leftovers(session_id: int, uid: int | None) -> None:
                 os.kill(int(entry), signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _decode_reply(message: bytes) -> dict | None:
+    """The supervisor's JSON reply; None for EOF; a malformed one becomes a reply with no id (a fault)."""
+    if not message:
+        return None
+    try:
+        reply = json.loads(message)
+    except ValueError:
+        return {"id": None}
+    return reply if isinstance(reply, dict) else {"id": None}
 
 
 def _join(stderr: str, note: str) -> str:
