@@ -41,12 +41,15 @@ def _normalize(text: str) -> str:
 
 def _as_fraction(text: str) -> Fraction | None:
     r"""Value of a plain number ("1,000", "-2.5") or integer fraction ("\frac{3}{4}", "3/4"), else None."""
-    if _NUMBER.fullmatch(text):
-        return Fraction(text.replace(",", ""))
-    match = _FRACTION.fullmatch(text)
-    if not match:
+    try:
+        if _NUMBER.fullmatch(text):
+            return Fraction(text.replace(",", ""))
+        match = _FRACTION.fullmatch(text)
+        if not match:
+            return None
+        num, den = int(match["num"] or match["num2"]), int(match["den"] or match["den2"])
+    except ValueError:   # more digits than int() converts (sys.get_int_max_str_digits): not a plain value
         return None
-    num, den = int(match["num"] or match["num2"]), int(match["den"] or match["den2"])
     return Fraction(-num if match["neg"] else num, den) if den else None
 
 
