@@ -32,19 +32,25 @@ class SandboxStartError(RuntimeError):
     """A worker process could not be started (a fault of the sandbox, not of user code)."""
 
 
+TAIL_BYTES = 4096
+"""Bytes of each stream's end kept even past the cap (the status reads stderr's last line)."""
+
+
 @dataclass
 class _Capped:
-    """An output buffer that keeps the first ``limit`` bytes and counts the rest."""
+    """An output buffer that keeps the first ``limit`` bytes (and the last TAIL_BYTES) and counts the rest."""
 
     limit: int
     data: bytearray
     total: int = 0
+    tail: bytes = b""
 
     def feed(self, chunk: bytes) -> None:
         room = self.limit - len(self.data)
         if room > 0:
             self.data += chunk[:room]
         self.total += len(chunk)
+        self.tail = (self.tail + chunk)[-TAIL_BYTES:]
 
     @property
     def truncated(self) -> bool:
@@ -210,33 +216,31 @@ class Worker:
         if timed_out:
             return RunResult(status=RunStatus.TimeLimitExceeded, stderr=err.text(), return_code=None,
                              **common)
-        if reply is None:  # the supervisor itself ended
+        if reply is None:  # the supervisor itself ended: code cannot do that, so it is our fault
             return self._supervisor_died(err.text(), common)
-        if reply["memory"]:
-            status = RunStatus.MemoryLimitExceeded
-        elif reply["signal"] == signal.SIGXCPU:
+        stderr = err.text()
+        if reply.get("exited"):  # a session's kernel ended: the next cell starts an empty session
+            self.kill()
+            stderr = _join(stderr, f"[sandbox] {reply.get('note') or 'the interpreter exited'}; "
+                                   "the session restarts empty.")
+        if reply["signal"] == signal.SIGXCPU:
             status = RunStatus.TimeLimitExceeded
+        elif _is_memory_error(reply["rc"], err.tail):
+            status = RunStatus.MemoryLimitExceeded
         else:
             status = RunStatus.Finished
-        return RunResult(status=status, stderr=err.text(), return_code=reply["rc"],
-                         cpu_time=reply["cpu_time"], **common)
+        return RunResult(status=status, stderr=stderr, return_code=reply["rc"], cpu_time=reply["cpu_time"],
+                         **common)
 
     def _supervisor_died(self, stderr: str, common: dict) -> RunResult:
-        """A session's interpreter exited (the code's doing); a fork supervisor dying is our fault."""
+        """The supervisor ignores every signal the code can send it, so its death is a sandbox fault."""
         try:
             code = self._proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
         self.kill()
-        if self.spec.mode != "session":
-            return RunResult(status=RunStatus.SandboxError, return_code=None,
-                             stderr=_join(stderr, f"[sandbox] worker supervisor exited ({code})"), **common)
-        status = RunStatus.TimeLimitExceeded if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) \
-            else RunStatus.Finished
-        rc = 128 - code if code is not None and code > 128 else code  # bwrap reports 128+n for signal n
-        return RunResult(status=status, return_code=rc, **common,
-                         stderr=_join(stderr, "[sandbox] the interpreter exited; "
-                                              "the session restarts empty."))
+        return RunResult(status=RunStatus.SandboxError, return_code=None,
+                         stderr=_join(stderr, f"[sandbox] worker supervisor exited ({code})"), **common)
 
     def kill(self) -> None:
         """Kill the sandbox and every process in it; returns once they are gone (idempotent)."""
@@ -288,6 +292,16 @@ def _kill_leftovers(session_id: int, uid: int | None) -> None:
                 os.kill(int(entry), signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _is_memory_error(rc: int | None, stderr_tail: bytes) -> bool:
+    """An uncaught MemoryError: exit code 1 and a last stderr line starting with ``MemoryError``.
+
+    Decided from what the run printed and how it exited (what CPython does when RLIMIT_AS refuses an
+    allocation), never from a side channel the code could write to.
+    """
+    lines = [line for line in stderr_tail.decode("utf-8", "replace").splitlines() if line.strip()]
+    return rc == 1 and bool(lines) and lines[-1].startswith("MemoryError")
 
 
 def _decode_reply(message: bytes) -> dict | None:
