@@ -82,12 +82,14 @@ class LocalSandboxConfig:
     """RLIMIT_NOFILE."""
     tmp_size_mb: int = 256
     """Size cap of the private /tmp of each bubblewrap worker."""
+    tmp_inodes: int = 8192
+    """Files and directories the private /tmp of a bubblewrap worker holds at most (more: ENOSPC)."""
 
     def __post_init__(self) -> None:
         if self.spare_sessions < 0:
             raise ValueError(f"spare_sessions={self.spare_sessions} must be >= 0.")
         for name in ("max_sessions", "output_limit_bytes", "max_processes", "max_file_mb",
-                     "max_open_files", "tmp_size_mb"):
+                     "max_open_files", "tmp_size_mb", "tmp_inodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1.")
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -152,7 +154,8 @@ class LocalSandbox:
             with self._lock:
                 self._tmpdirs.append(workdir)
         spec = WorkerSpec(isolation=self.isolation, mode=mode, python=self.config.python or _python_default(),
-                          uid=uid, tmp_size_mb=self.config.tmp_size_mb, workdir=workdir,
+                          uid=uid, tmp_size_mb=self.config.tmp_size_mb, tmp_inodes=self.config.tmp_inodes,
+                          workdir=workdir,
                           ro_binds=self.config.ro_binds,
                           preload=self.config.preload if self.config.warm or mode == "session" else ())
         return Worker(spec)
