@@ -46,15 +46,17 @@ def bwrap_problem() -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:
         return "`bwrap` is not on PATH."
-    probe = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+    probe = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-add", "CAP_SYS_ADMIN",
+             "--die-with-parent", "--ro-bind", "/usr", "/usr",
              *_usr_merge_links(), "--proc", "/proc", "--dev", "/dev", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20,
                               **_as_user(_probe_uid()))
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"`bwrap` failed to start: {err}"
-    if done.returncode != 0:
-        return f"`bwrap` cannot create namespaces here: {done.stderr.strip()}"
+    if done.returncode != 0:  # e.g. bubblewrap < 0.8 has no --disable-userns
+        return f"`bwrap` cannot create the sandbox's namespaces here (bubblewrap >= 0.8 needed): " \
+               f"{done.stderr.strip()}"
     return None
 
 
