@@ -32,7 +32,7 @@ import stare
 from training import distributed, runtime
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
 from training.batch import Batch, collate, placeholder_rows
-from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from training.checkpoint import latest_checkpoint, load_checkpoint, prepare_resume, save_checkpoint
 from training.config import TrainConfig, dump_yaml
 from training.evaluate import evaluate
 from training.logprobs import batch_logprobs, per_turn_means
@@ -156,6 +156,8 @@ def _check_sharding(cfg: TrainConfig, world: int) -> None:
 
 
 def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    if resume:   # stale temporaries, torn log lines, damaged newer checkpoints: repaired, never lost
+        prepare_resume(run_dir)
     has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
     if has_checkpoints and not resume and not overwrite:
         raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
