@@ -9,7 +9,13 @@ a Python MemoryError as ``Finished`` with return code 1, and so do we in ``run_r
 Status rules, as SandboxFusion's: user-code failures (non-zero exit, timeout, memory) are
 ``"Failed"``; ``"SandboxError"`` is reserved for faults of the sandbox, because clients retry it.
 Handlers are plain ``def`` functions, so FastAPI runs them on its thread pool and the sandbox's own
-bounded concurrency queues the excess (back-pressure).
+bounded concurrency queues the excess (back-pressure); ``/v1/ping`` is ``async`` and answers on the
+event loop, so a burst that fills the thread pool cannot starve the health check.
+
+Exposure (`envs.sandbox.http_guard`): optional bearer token on every request (401), body limit
+(413), per-connection request deadline, 422 naming the field (never echoing the input), and no
+response ever carries a traceback or a host path (sandbox faults and crashes are logged here and
+answered with a generic message).
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from envs.sandbox.http_guard import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    GuardMiddleware,
+    deadline_protocol,
+)
 from envs.sandbox.limits import MAX_TIMEOUT_S, check_memory
 from envs.sandbox.result import RunResult, RunStatus
 
@@ -107,15 +119,33 @@ def _unsupported(request: RunCodeRequest | RunJupyterRequest, language: str) -> 
     return None
 
 
-def create_app(sandbox: Any, *, default_memory_mb: int = 1024) -> FastAPI:
+SANDBOX_FAULT = "[sandbox] the sandbox could not run the code (details are in the server's log)"
+"""What a client is told about a sandbox fault: the details may name host paths, so they stay in the log."""
+
+
+def _public(result: RunResult) -> RunResult:
+    """``result`` as a client may see it: a SandboxError's details are logged, not sent."""
+    if result.status is not RunStatus.SandboxError:
+        return result
+    log.error("sandbox server: sandbox fault: %s", result.stderr)
+    return RunResult(status=RunStatus.SandboxError, stdout="", stderr=SANDBOX_FAULT, return_code=None,
+                     wall_time=result.wall_time)
+
+
+def create_app(sandbox: Any, *, default_memory_mb: int = 1024, token: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """Build the FastAPI app serving ``sandbox`` (a `LocalSandbox`, `FusionSandbox`, ...).
 
     Args:
         sandbox: object with ``run(code, *, language, timeout, memory_mb, stdin) -> RunResult`` and,
             for ``/run_jupyter``, ``session()``.
         default_memory_mb: memory limit when a request sends ``memory_limit_MB`` <= 0 or none.
+        token: when set, every request must send ``Authorization: Bearer <token>`` (else 401).
+        max_body_bytes: larger request bodies get 413.
     """
+    check_memory(default_memory_mb, "default_memory_mb")
     app = FastAPI(title="STARE sandbox (SandboxFusion-compatible)")
+    app.add_middleware(GuardMiddleware, token=token, max_body_bytes=max_body_bytes)
     pod = os.environ.get("MY_POD_NAME")
 
     @app.exception_handler(RequestValidationError)
@@ -128,7 +158,7 @@ def create_app(sandbox: Any, *, default_memory_mb: int = 1024) -> FastAPI:
         return JSONResponse(status_code=500, content={"detail": "internal server error (see the server log)"})
 
     @app.get("/v1/ping")
-    def ping() -> str:
+    async def ping() -> str:   # on the event loop: never queued behind runs in the thread pool
         return "pong"
 
     @app.post("/run_code")
@@ -144,6 +174,7 @@ def create_app(sandbox: Any, *, default_memory_mb: int = 1024) -> FastAPI:
         except Exception as err:  # noqa: BLE001 - a dispatch failure is the sandbox's fault
             result = RunResult(status=RunStatus.SandboxError, stdout="", return_code=None, wall_time=0.0,
                                stderr=f"{type(err).__name__}: {err}")
+        result = _public(result)
         status = overall_status(result)
         return {"status": status, "message": result.stderr if status == "SandboxError" else "",
                 "compile_result": None, "run_result": command_result(result), "executor_pod_name": pod,
@@ -173,7 +204,7 @@ def _run_cells(sandbox: Any, request: RunJupyterRequest, memory_mb: int, pod: st
             if limit <= 0:
                 timed_out = True
                 break
-            result = session.run(code, timeout=limit, memory_mb=memory_mb)
+            result = _public(session.run(code, timeout=limit, memory_mb=memory_mb))
             cells.append({"stdout": result.stdout, "stderr": result.stderr, "display": [],
                           "error": _errors(result)})
             if result.status is RunStatus.SandboxError:
@@ -207,13 +238,24 @@ def _errors(result: RunResult) -> list[dict[str, Any]]:
     return [{"ename": name.strip(), "evalue": value.strip(), "traceback": lines}]
 
 
+def server_config(app: Any, *, host: str, port: int,
+                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Any:
+    """The uvicorn config that serves ``app``: h11 with a per-connection request deadline, 5 s keep-alive."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_keep_alive=5,
+                          http=deadline_protocol(request_timeout_s))
+
+
 @contextlib.contextmanager
-def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
-                        start_timeout: float = 30.0) -> Iterator[str]:
+def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0,
+                        token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Iterator[str]:
     """Serve `create_app(sandbox)` with uvicorn on a daemon thread; yields the base URL.
 
     For notebooks and tests that want a SandboxFusion-compatible endpoint in-process (`stare sandbox
-    serve` is the command-line way). `port=0` picks a free port.
+    serve` is the command-line way). `port=0` picks a free port. `token`, `max_body_bytes` and
+    `request_timeout_s` as in `create_app` / `server_config`.
 
     Raises:
         TimeoutError: uvicorn did not start within `start_timeout` seconds.
@@ -227,7 +269,8 @@ def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
         with socket.socket() as probe:
             probe.bind((host, 0))
             port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(sandbox), host=host, port=port, log_level="warning"))
+    app = create_app(sandbox, token=token, max_body_bytes=max_body_bytes)
+    server = uvicorn.Server(server_config(app, host=host, port=port, request_timeout_s=request_timeout_s))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout
