@@ -4,8 +4,8 @@ It is started once per worker as ``python3 -I -c <this source> <config json>`` a
 request at a time over the control socket inherited as fd 3:
 
     host -> zygote   JSON {"id", "limits", "language"} + 4 fds [code memfd, stdin memfd, stdout, stderr]
-    zygote -> host   JSON {"id", "rc", "signal", "cpu_time", "exited", "note"} once the run *and its
-                     cleanup* are done ("id" echoes the request's: the host refuses any other)
+    zygote -> host   JSON {"id", "rc", "signal", "cpu_time", "exited", "note", "cleanup_s"} once the
+                     run *and its cleanup* are done ("id" echoes the request's: the host refuses any other)
 
 User code never runs in this process and never holds the control socket, so it cannot forge a reply;
 the reply says only what this supervisor observed (the wait status, the CPU time, what it killed).
@@ -367,8 +367,10 @@ def _serve_fork(request, code, fds, ctrl):
     for fd in fds:
         os.close(fd)
     _, status, usage = os.wait4(pid, 0)
+    start = time.perf_counter()
     _kill_everything_else(pid)
-    return {"status": status, "cpu_time": usage.ru_utime + usage.ru_stime}
+    return {"status": status, "cpu_time": usage.ru_utime + usage.ru_stime,
+            "cleanup_s": time.perf_counter() - start}
 
 
 def _kernel_main(sock):
@@ -597,7 +599,8 @@ def _reply(request, outcome):
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     rc = -signum if signum else os.WEXITSTATUS(status)
     return {"id": request.get("id"), "rc": rc, "signal": signum, "cpu_time": outcome["cpu_time"],
-            "exited": outcome.get("exited", False), "note": outcome.get("note", "")}
+            "exited": outcome.get("exited", False), "note": outcome.get("note", ""),
+            "cleanup_s": outcome.get("cleanup_s", 0.0)}
 
 
 def main():

@@ -80,6 +80,8 @@ class Worker:
         self.runs = 0
         self._next_id = 1
         """Id of the next request; the supervisor echoes it in its reply."""
+        self.cleanup_s = 0.0
+        """Seconds the supervisor spent killing leftovers and emptying /tmp, /dev/shm, IPC after runs."""
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_r, info_w = os.pipe() if spec.isolation == "bwrap" else (None, None)
         fds = [child.fileno()] + ([info_w] if info_w is not None else [])
@@ -219,6 +221,7 @@ class Worker:
         if reply is None:  # the supervisor itself ended: code cannot do that, so it is our fault
             return self._supervisor_died(err.text(), common)
         stderr = err.text()
+        self.cleanup_s += float(reply.get("cleanup_s") or 0.0)
         if reply.get("exited"):  # a session's kernel ended: the next cell starts an empty session
             self.kill()
             stderr = _join(stderr, f"[sandbox] {reply.get('note') or 'the interpreter exited'}; "
