@@ -1,7 +1,7 @@
 """The supervisor that runs *inside* each sandbox (stdlib only; never imports this project).
 
-It is started once per worker as ``python3 -I -c <this source> <config json>`` and then serves one
-request at a time over the control socket inherited as fd 3:
+It is started once per worker as ``python3 -I -c <this source> <config json> <_zygote_os.py source>``
+and then serves one request at a time over the control socket inherited as fd 3:
 
     host -> zygote   JSON {"id", "limits", "language"} + 4 fds [code memfd, stdin memfd, stdout, stderr]
     zygote -> host   JSON {"id", "rc", "signal", "cpu_time", "exited", "note", "cleanup_s"} once the
@@ -28,7 +28,6 @@ private ``/tmp`` (and ``/dev/shm``, the POSIX message queues and SysV IPC) is em
 """
 
 import ast
-import ctypes
 import json
 import linecache
 import os
@@ -38,6 +37,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 
 CONFIG = json.loads(sys.argv[1])
 CTRL_FD = CONFIG["ctrl_fd"]
@@ -49,7 +49,8 @@ RLIMITS = {
     "fsize_mb": (resource.RLIMIT_FSIZE, 1 << 20),
     "nofile": (resource.RLIMIT_NOFILE, 1),
 }
-LIBC = ctypes.CDLL(None, use_errno=True)
+OS = types.ModuleType("sandbox_os")  # _zygote_os.py, passed as argv[2] (the sandbox cannot import files)
+exec(compile(sys.argv[2], "_zygote_os.py", "exec"), OS.__dict__)  # noqa: S102 - our own source
 SHIELDED = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
 ORIGINAL_HANDLERS = {}
 for _name in CONFIG.get("preload", []):  # warm the modules snippets use most, once per worker
@@ -313,41 +314,12 @@ def _others():
 
 
 def _empty_writable():
-    _empty_dir(CONFIG["tmp"])
+    OS.empty_dir(CONFIG["tmp"])
     if CONFIG["pid_namespace"]:  # our own IPC namespace, /dev/shm and key rings: nothing outlives the run
-        _empty_dir("/dev/shm")
-        _empty_dir("/dev/mqueue")
-        _remove_sysv_ipc()
-        _restore_keyrings()
-
-
-def _empty_dir(path):
-    """Remove everything under ``path`` (chmod first: the program may have made dirs read-only)."""
-    for root, dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            _quiet(os.unlink, os.path.join(root, name))
-        for name in dirs:
-            full = os.path.join(root, name)
-            if os.path.islink(full):
-                _quiet(os.unlink, full)
-            else:
-                _quiet(os.chmod, full, 0o700)
-                _quiet(os.rmdir, full)
-    if os.path.isdir(path) and any(os.scandir(path)):  # a read-only dir walked before its chmod: retry
-        for root, dirs, _ in os.walk(path):
-            for name in dirs:
-                _quiet(os.chmod, os.path.join(root, name), 0o700)
-        for root, dirs, files in os.walk(path, topdown=False):
-            for name in files + dirs:
-                full = os.path.join(root, name)
-                _quiet(os.rmdir if os.path.isdir(full) and not os.path.islink(full) else os.unlink, full)
-
-
-def _quiet(fn, *args):
-    try:
-        fn(*args)
-    except OSError:
-        pass
+        OS.empty_dir("/dev/shm")
+        OS.empty_dir("/dev/mqueue")
+        OS.remove_sysv_ipc()
+        OS.restore_keyrings()
 
 
 def _read_memfd(fd):
@@ -422,7 +394,7 @@ class _Session:
             finally:
                 os._exit(70)
         theirs.close()
-        _quiet(os.setpgid, self.pid, self.pid)
+        OS.quiet(os.setpgid, self.pid, self.pid)
         os.kill(self.pid, signal.SIGSTOP)  # frozen until its first cell
 
     def serve(self, request, code, fds):
@@ -510,90 +482,6 @@ class _Session:
         return {"status": self.status, "cpu_time": cpu, "exited": True, "note": "the interpreter exited"}
 
 
-_IPC = (("shm", "shmctl", 1), ("sem", "semctl", 1), ("msg", "msgctl", 1))  # (file, call, id column)
-
-
-def _remove_sysv_ipc():
-    """Delete the SysV shared memory, semaphores and queues a run left in this IPC namespace."""
-    for kind, call, column in _IPC:
-        try:
-            with open(f"/proc/sysvipc/{kind}") as fh:
-                ids = [int(line.split()[column]) for line in fh.readlines()[1:] if line.strip()]
-        except OSError:
-            continue
-        for ident in ids:
-            if kind == "sem":
-                LIBC.semctl(ident, 0, 0)  # IPC_RMID = 0
-            else:
-                getattr(LIBC, call)(ident, 0, None)
-
-
-MS_NOSUID, MS_NODEV, CLONE_NEWNS = 2, 4, 0x00020000
-
-
-def _private_mounts(libc):
-    """Mount fresh tmpfs with size *and inode* caps over /tmp and /dev/shm in a mount namespace of ours.
-
-    bubblewrap's ``--tmpfs`` caps only bytes, so a flood of empty files would hold unbounded kernel
-    memory; ``nr_inodes`` makes it fail with ENOSPC instead. Needs CAP_SYS_ADMIN in the sandbox's
-    user namespace, which `_drop_capabilities` gives up before any request is served.
-    """
-    if not CONFIG["mounts"]:
-        return
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) for the capped tmpfs mounts")
-    for path, size, inodes in CONFIG["mounts"]:
-        options = f"size={size},nr_inodes={inodes},mode=0755".encode()
-        if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
-            raise OSError(ctypes.get_errno(), f"mount tmpfs {path} ({options.decode()})")
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
-
-
-def _drop_capabilities(libc):
-    """Give up every capability (ambient, bounding, then capset to zero) and check it in /proc."""
-    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-    for cap in range(64):
-        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
-    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
-    libc.syscall(126, ctypes.byref(header), data)  # SYS_capset (x86_64)
-    with open("/proc/self/status") as fh:
-        held = [line.split() for line in fh if line.startswith("Cap")]
-    if any(int(value, 16) for _, value in held):
-        raise OSError(f"the sandbox supervisor could not drop its capabilities: {held}")
-
-
-KEYRINGS = (-3, -4, -5)  # KEY_SPEC_SESSION_KEYRING, _USER_KEYRING, _USER_SESSION_KEYRING
-PRISTINE_KEYS = {}
-
-
-def _keyring_links(ring):
-    """Serials linked in a key ring (keyctl READ; SYS_keyctl is 250 on x86_64)."""
-    buffer = (ctypes.c_int32 * 256)()
-    size = LIBC.syscall(250, 11, ring, buffer, ctypes.sizeof(buffer))
-    return set(buffer[: max(0, min(size, ctypes.sizeof(buffer)) // 4)])
-
-
-def _restore_keyrings():
-    """Unlink every key a run added to the key rings this process shares with it (they outlive runs)."""
-    for ring in KEYRINGS:
-        pristine = PRISTINE_KEYS.setdefault(ring, _keyring_links(ring))
-        for serial in _keyring_links(ring) - pristine:
-            LIBC.syscall(250, 9, serial, ring)  # KEYCTL_UNLINK
-
-
-def _non_dumpable():
-    """Forbid ptrace and /proc/<pid>/fd access to this process by the code it runs (best effort)."""
-    LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-
-
 def _reply(request, outcome):
     status = outcome["status"]
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -608,10 +496,10 @@ def main():
     ctrl = socket.socket(fileno=CTRL_FD)
     _shield()
     if CONFIG["pid_namespace"]:
-        _private_mounts(LIBC)
-        _drop_capabilities(LIBC)
-        _non_dumpable()
-        _restore_keyrings()  # records the pristine links
+        OS.private_mounts(CONFIG["mounts"])
+        OS.drop_capabilities()
+        OS.non_dumpable()
+        OS.restore_keyrings()  # records the pristine links
     session = _Session(ctrl) if CONFIG["mode"] == "session" else None
     ctrl.sendall(b'{"ready": true}')
     while True:

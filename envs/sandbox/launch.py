@@ -34,6 +34,7 @@ INSTALL_HINT = (
     "on Fedora), or opt in to the weaker, unisolated mode with LocalSandbox(isolation=\"subprocess\")."
 )
 _ZYGOTE = pathlib.Path(__file__).with_name("_zygote.py")
+_ZYGOTE_OS = pathlib.Path(__file__).with_name("_zygote_os.py")
 
 
 class IsolationUnavailable(RuntimeError):
@@ -136,7 +137,8 @@ class WorkerSpec:
 
     def argv(self, ctrl_fd: int, info_fd: int | None) -> list[str]:
         """Command line of the worker; ``info_fd`` receives bwrap's JSON with the sandbox's pid."""
-        interp = [self.python, "-I", "-c", _ZYGOTE.read_text(), self.config_json(ctrl_fd)]
+        interp = [self.python, "-I", "-c", _ZYGOTE.read_text(), self.config_json(ctrl_fd),
+                  _ZYGOTE_OS.read_text()]
         if self.isolation != "bwrap":
             return interp
         binds: list[str] = []
