@@ -54,7 +54,8 @@ class Episode:
         group_id: GRPO group (task index) of the episode.
         render_kwargs: `chat_template` / `chat_template_kwargs` for `ChatRenderer`.
         history: "auto", "append" or "per_turn" (module docstring).
-        stop_ids: Stop token ids; in per-turn mode a final stop id is split off the turn's content.
+        stop_ids: Stop token ids; one that is a special token (`<|im_end|>`, `</s>`) ending a turn is
+            never part of the assistant message's content (the template re-creates it).
     """
 
     def __init__(
@@ -73,7 +74,8 @@ class Episode:
         self.env, self.tokenizer, self.limits = env, tokenizer, limits
         self.render_kwargs = render_kwargs or {}
         self.history_mode, self.per_turn = history, history == "per_turn"
-        self.stop_ids = frozenset(int(i) for i in stop_ids)
+        special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+        self.stop_ids = frozenset(int(i) for i in stop_ids if int(i) in special)
         self.parser = getattr(getattr(env, "unwrapped", env), "parser", None)
         self.format = history_format(self.parser)
         self.traj = Trajectory(prompt_ids=[], group_id=group_id)
@@ -176,7 +178,7 @@ class Episode:
         build = lambda text: self.format.assistant_message(text, turn)  # noqa: E731
         if not self.per_turn:
             try:
-                content = self.renderer.add_assistant(ids, stopped=True, build=build)
+                content = self.renderer.add_assistant(ids, stopped=True, build=build, stop_ids=self.stop_ids)
                 self._assistant = self.renderer.messages[-1]
                 return content
             except TemplateError:

@@ -15,7 +15,7 @@ encoded; its tokens are TOOL inside an injected message's content and GLUE elsew
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from agents.errors import REWRITE_OPTIONS, TemplateError, text_diff
@@ -122,7 +122,12 @@ class ChatRenderer:
         return encode(self.tokenizer, self._render(messages, generation_prompt=True))
 
     def add_assistant(
-        self, ids: Sequence[int], *, stopped: bool, build: Callable[[str], Message] | None = None
+        self,
+        ids: Sequence[int],
+        *,
+        stopped: bool,
+        build: Callable[[str], Message] | None = None,
+        stop_ids: Collection[int] = (),
     ) -> str:
         """Record a sampled assistant turn and return its text (the env's action).
 
@@ -134,6 +139,8 @@ class ChatRenderer:
             stopped: True when the turn ended on a stop token (finish_reason "stop").
             build: Makes the history message from the content (a tool format's `assistant_message`,
                 e.g. structured `tool_calls`); default `{"role": "assistant", "content": content}`.
+            stop_ids: Declared stop ids: a turn ending on one never keeps it as content (the
+                template must re-create it after the content, or the turn does not render verbatim).
 
         Returns:
             The assistant message content given to the env.
@@ -143,6 +150,8 @@ class ChatRenderer:
         """
         build = build or (lambda text: {"role": "assistant", "content": text})
         splits = ([len(ids) - 1] if stopped and ids else []) + [len(ids)]
+        if stopped and ids and ids[-1] in stop_ids:
+            splits = splits[:1]
         rendered = ""
         for cut in splits:
             content = decode(self.tokenizer, ids[:cut])

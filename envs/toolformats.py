@@ -159,7 +159,11 @@ class MistralFormat:
         return _decode_list(text.split(MISTRAL_OPEN, 1)[1].strip(), MISTRAL_HINT)
 
     def assistant_message(self, text: str, turn: int) -> Message:
-        """Structured `tool_calls` when every call parses, else the text as content."""
+        """Structured `tool_calls` when every call parses, else the text as content.
+
+        `arguments` is a JSON string, as in OpenAI messages (the Mistral templates splice a string
+        verbatim; a dict goes through `tojson|safe`, which HTML-escapes the rest of the call).
+        """
         if MISTRAL_OPEN not in text:
             return {"role": "assistant", "content": text}
         body = text.split(MISTRAL_OPEN, 1)[1].strip()
@@ -169,7 +173,7 @@ class MistralFormat:
         given = _given_ids(body)
         tool_calls = [
             {"id": given[i] if i < len(given) and _CALL_ID.match(str(given[i])) else call_id(turn, i),
-             "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+             "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for i, c in enumerate(calls)
         ]
         return {"role": "assistant", "content": "", "tool_calls": tool_calls}
