@@ -5,7 +5,7 @@ when made) and every third-party env of the `stare.envs` entry-point group.
 """
 
 from envs.checker import check_env
-from envs.core import ChatSpace, Grader, Message, StepResult, TextEnv, TextSpace
+from envs.core import ChatSpace, GradeInfo, Grader, Message, StepInfo, StepResult, TextEnv, TextSpace
 from envs.errors import (
                          EnvCheckError,
                          EnvError,
@@ -37,8 +37,8 @@ discover()  # last: a plugin's hook may import `envs` and needs the names above
 
 __all__ = [
     "ENTRY_POINT_GROUP", "FORMATS", "AutoFormat", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError",
-    "EpisodeError", "Grader",
-    "HermesParser", "Message", "PythonBlockParser", "ResetNeeded", "SandboxUnavailable", "StepResult",
+    "EpisodeError", "GradeInfo", "Grader", "HermesParser", "Message", "PythonBlockParser", "ResetNeeded",
+    "SandboxUnavailable", "StepInfo", "StepResult",
     "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
     "ToolFormat", "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "detect_format", "discover",
     "env_ids", "function_schema",
