@@ -74,6 +74,18 @@ class Trajectory:
         return list(self.samples) or [self]
 
     @property
+    def response_length(self) -> int:
+        """Tokens the episode grew past its first prompt (sampled + injected; the response budget spent).
+
+        Append-only: `len(response_ids)`. Per-turn: the last sample's prompt + response minus the first
+        sample's prompt, i.e. the final history's length past the initial prompt.
+        """
+        if not self.samples:
+            return len(self.response_ids)
+        first, last = self.samples[0], self.samples[-1]
+        return len(last.prompt_ids) + len(last.response_ids) - len(first.prompt_ids)
+
+    @property
     def sampled_tokens(self) -> int:
         """Tokens the policy sampled in the whole episode (each counted once, over all rows)."""
         return sum(sum(row.loss_mask) for row in self.rows())
