@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -93,3 +94,16 @@ def test_metrics_report_turns_samples_and_episodes_separately():
     assert m["train/turns"] == 2.0 and m["train/samples"] == 1.5 and m["train/per_turn"] == 0.5
     assert m["train/response_length"] == (5 + 2) / 2          # sampled tokens per episode, each once
     assert m["train/total_length"] == (3 + 4) / 2             # tokens past the first prompt
+
+
+def test_training_runs_end_to_end_on_per_turn_samples(make_cfg, run_training):
+    cfg = make_cfg("rollout.history=per_turn")
+    run_training(cfg)
+    records = [json.loads(x) for x in (cfg.run_path / "metrics.jsonl").read_text().splitlines()]
+    for r in records:
+        assert r["train/per_turn"] == 1.0 and r["train/samples"] == pytest.approx(r["train/turns"])
+        episodes = r["train/episodes"]   # 6 per generation round (2 prompts x 3)
+        assert episodes in (6, 12) and r["train/rows"] == round(r["train/turns"] * episodes)
+    # (The random tiny model never writes a tool call, so these episodes have one turn: the trainer path
+    # of per-turn rows; several turns per episode are covered by the make_batch tests above.)
+    assert any(r["train/groups_kept"] > 0 for r in records)
