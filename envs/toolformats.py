@@ -129,12 +129,17 @@ class Llama3JsonFormat(HermesFormat):
         return _decode_list(body, LLAMA_HINT)
 
 
+def _loads(body: str) -> Any:
+    """`json.loads` of a list of calls (the one JSON decode here outside the Hermes path)."""
+    return json.loads(body)
+
+
 def _decode_list(body: str, hint: str) -> list[ToolCall | ToolCallError]:
     """A JSON object (one call) or a list of objects (several), each decoded by the Hermes path."""
     if not body.startswith("["):
         return [_decode(body, hint)]
     try:
-        items = json.loads(body)
+        items = _loads(body)
     except json.JSONDecodeError as err:
         return [ToolCallError(f"{MALFORMED}invalid JSON ({err.msg} at char {err.pos}). {hint}")]
     if not items:
@@ -185,7 +190,7 @@ class MistralFormat:
 
 def _given_ids(body: str) -> list[Any]:
     """The `id` of each call in a parsed Mistral body (None where absent)."""
-    items = json.loads(body) if body.startswith("[") else [json.loads(body)]
+    items = _loads(body) if body.startswith("[") else [_loads(body)]
     return [item.get("id") if isinstance(item, dict) else None for item in items]
 
 

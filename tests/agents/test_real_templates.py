@@ -30,9 +30,9 @@ def _env(parser: str) -> TextEnv:
     return TextEnv(dataset=[TASK], tools=[add], system_prompt="Be brief.", parser=parser)
 
 
-def _play(tok, turns, parser, *, history="auto", **template_kwargs):
+def _play(tok, turns, parser, *, history="auto", stops=(), **template_kwargs):
     policy = ScriptedPolicy(turns, tok, logprob=LOGPROB, lockstep=True)
-    sampling = SamplingParams(max_tokens=256, stop_token_ids=(tok.eos_token_id,))
+    sampling = SamplingParams(max_tokens=256, stop_token_ids=(tok.eos_token_id, *stops))
     traj = rollout(_env(parser), policy, tok, options={"task": TASK}, sampling=sampling,
                    limits=RolloutLimits(max_response_tokens=4096), history=history,
                    chat_template_kwargs=template_kwargs or None)
@@ -121,6 +121,18 @@ def test_llama31_json_call_and_ipython_turn_are_append_only_and_per_turn_agrees(
     per_turn, _ = _play(tok, turns, "llama3_json", history="per_turn")
     assert _rows(per_turn.samples) == _rows(split_turns(traj))
     _check_turns(per_turn, policy)
+
+
+def test_llama31_call_ended_by_eom_is_re_rendered_with_eot_so_per_turn(family_tokenizers):
+    tok = family_tokenizers["llama3_1"]
+    eom = tok.convert_tokens_to_ids("<|eom_id|>")
+    turns = [LLAMA_CALL + "<|eom_id|>", "The answer is \\boxed{5}."]
+    traj, policy = _play(tok, turns, "llama3_json", stops=(eom,))
+    assert policy.turns[0][-2:] == [eom, tok.eos_token_id]        # the script; generation stops at eom
+    assert traj.per_turn and traj.reward == 1.0 and traj.samples[0].response_ids[-1] == eom
+    assert tok.decode(traj.samples[1].prompt_ids).endswith(
+        LLAMA_CALL + '<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n"5"<|eot_id|>'
+        "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
 # ---- Mistral v3 -------------------------------------------------------------------------------------
