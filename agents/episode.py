@@ -127,8 +127,8 @@ class Episode:
             self.tokenizer, messages, tools=info.get("tools") or None, **self.render_kwargs
         )
         if callable(getattr(self.parser, "bind", None)):
-            template = self.render_kwargs.get("chat_template") or self.tokenizer.chat_template
-            self.format = self.parser.bind(template)
+            own = getattr(self.tokenizer, "chat_template", None)
+            self.format = self.parser.bind(self.render_kwargs.get("chat_template") or own)
         ids, cut = limit_prompt(list(self.renderer.prompt_ids), self.limits, self.traj.task_id)
         self.traj.prompt_ids, self._context = ids, ids
         self.messages = list(self.renderer.messages)

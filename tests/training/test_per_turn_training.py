@@ -15,6 +15,7 @@ from training.config import load_config
 from training.gate import entropy_gate
 from training.metrics import episode_metrics
 from training.sampling import Collected, TaskStream, collect
+from training.weights import stare_weights
 
 S = int(Segment.SAMPLED)
 
@@ -56,6 +57,28 @@ def test_episode_advantage_applies_to_each_turn_and_each_sampled_token_is_one_ro
     # The gate's H̄ is the token mean over those 7 tokens (entropy = token id, by hand: 78 / 7).
     h_bar = entropy_gate(stare.Controller(), batch.with_(entropy=batch.response_ids.float()))
     assert h_bar == pytest.approx(78 / 7)
+
+
+def test_stare_selects_the_same_candidates_as_one_sequence_holding_the_same_tokens(cfg):
+    """Per-turn rows vs one append-only row with the same sampled tokens (tool tokens 10, 11 masked)."""
+    algo = dataclasses.replace(stare.PRESETS["stare-c2"], norm_adv_by_std=False, overlong_buffer=0)
+    algo = dataclasses.replace(algo, stare=dataclasses.replace(algo.stare, top_ratio=0.3))
+    flat = Trajectory(prompt_ids=[5, 6], response_ids=[7, 8, 9, 10, 11, 12, 13],
+                      loss_mask=[1, 1, 1, 0, 0, 1, 1], logprobs=[-0.5] * 3 + [0.0] * 2 + [-0.5] * 2,
+                      turn_index=[0] * 5 + [1] * 2,
+                      segment=[S] * 3 + [2] * 2 + [S] * 2, reward=1.0, num_turns=2)
+    picked = []
+    for episode in (per_turn_episode(1.0), flat):
+        batch = make_batch(Collected(kept=[episode, append_episode(0.0)], all=[]), algo, cfg, pad_id=0)
+        controller = stare.Controller(target_entropy=100.0)
+        controller.update(1.0)                                      # gate on
+        surprisal = -batch.response_ids.float().masked_fill(batch.loss_mask == 0, 0.0)   # logp = -id
+        weights, stats = stare_weights(surprisal, batch, algo, controller)
+        trained = batch.loss_mask > 0
+        tokens = zip(batch.response_ids[trained].tolist(), weights[trained].tolist(), strict=True)
+        picked.append((sorted(tokens),
+                       {k: float(v) for k, v in stats.items()}))
+    assert picked[0] == picked[1] and any(w != 1.0 for _, w in picked[0][0])
 
 
 def test_overlong_penalty_and_truncation_use_the_episode(cfg):
