@@ -4,6 +4,7 @@ server written with the `openenv` package's helpers consumed as a `TextEnv` (one
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -202,3 +203,56 @@ def test_remote_failures_are_clear_episode_errors(counter_url):
         envs.make("openenv/http://127.0.0.1:9", connect_timeout=2).reset()
     with pytest.raises(ValueError, match="base_url must be"):
         envs.make("openenv/localhost:8000")
+
+
+# ---- the command: `stare envs serve` ---------------------------------------------------------------
+def test_serve_refuses_a_public_host_without_a_token():
+    from typer.testing import CliRunner
+
+    from training.commands.envs import app
+
+    result = CliRunner().invoke(app, ["serve", "stare/PythonTool-v0", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "pass --token" in result.output
+
+
+def test_stare_envs_serve_plays_a_real_sandbox_episode(tmp_path):
+    import os
+    import socket
+    import subprocess
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    command = [sys.executable, "-c", "from training.cli import main; main()", "envs", "serve",
+               "stare/PythonTool-v0", "--port", str(port), "--token", "t0k", "--env-arg", "timeout=5",
+               "--env-arg", "memory_mb=256"]
+    log = open(tmp_path / "serve.log", "w")
+    server = subprocess.Popen(command, cwd=repo, stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONPATH": repo})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):  # up to 60 s for the import and the sandbox warm-up
+            if server.poll() is not None:
+                break
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        if server.poll() is not None:
+            text = (tmp_path / "serve.log").read_text()
+            if "isolation" in text.lower() or "bubblewrap" in text.lower():
+                pytest.skip(f"no local sandbox here: {text[-300:]}")
+            raise AssertionError(f"stare envs serve exited: {text[-2000:]}")
+        with MCPToolClient(base_url=url, headers={"Authorization": "Bearer t0k"}).sync() as client:
+            client.reset(task=TASK.to_dict())
+            assert client.call_tool("code_interpreter", code="import math\nprint(math.prod([6, 7]))") == "42"
+            final = client.step(StareAction(content="\\boxed{42}"))
+        assert (final.done, final.reward) == (True, 1.0)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
