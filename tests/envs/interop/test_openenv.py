@@ -205,6 +205,19 @@ def test_remote_failures_are_clear_episode_errors(counter_url):
         envs.make("openenv/localhost:8000")
 
 
+def test_a_failing_remote_env_is_a_world_failure_on_the_episode(counter_url):
+    from agents import RolloutLimits, ScriptedPolicy, rollout
+    from tests.agents.conftest import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    env = envs.make(f"openenv/{counter_url}", timeout=0.5)
+    policy = ScriptedPolicy(['<tool_call>{"name": "slow", "arguments": {"seconds": 1.5}}</tool_call>'], tokenizer)
+    traj = rollout(env, policy, tokenizer, limits=RolloutLimits(max_response_tokens=256))
+    assert traj.finish_reason == "error"  # recorded like a sandbox failure, not raised
+    assert traj.failed.startswith("RemoteEnvError: ") and "got no reply within 0.5 s" in traj.failed
+    time.sleep(1.2)  # the server finishes the call before the module's server shuts down
+
+
 # ---- the command: `stare envs serve` ---------------------------------------------------------------
 def test_serve_refuses_a_public_host_without_a_token():
     from typer.testing import CliRunner
