@@ -14,14 +14,11 @@ A `call_tool` is one tool turn of the env (same budget, output cut and error obs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hmac
 import ipaddress
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
@@ -46,9 +43,6 @@ from envs.openenv.models import StareAction, StareObservation
 from envs.registry import card_summary, make
 from envs.tools import ToolCall
 from tasks.task import Task
-
-TOKEN_ENV = "STARE_ENV_TOKEN"
-"""Environment variable holding the bearer token (`stare envs serve --token` takes precedence)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -227,34 +221,4 @@ def create_app(env_id: str, *, env_kwargs: dict[str, Any] | None = None, max_ses
     return app
 
 
-@contextlib.contextmanager
-def serve_in_background(app: Any, *, host: str = "127.0.0.1", port: int = 0,
-                        start_timeout: float = 30.0) -> Iterator[str]:
-    """Run an ASGI app with uvicorn on a daemon thread; yields its base URL (`port=0`: a free port).
-
-    Raises:
-        TimeoutError: uvicorn did not start within `start_timeout` seconds.
-    """
-    import uvicorn
-
-    if port == 0:
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            raise TimeoutError(f"the server did not start on {host}:{port} within {start_timeout} s")
-        time.sleep(0.02)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-__all__ = ["TOKEN_ENV", "ServedEnv", "TokenGate", "create_app", "is_loopback", "serve_in_background"]
+__all__ = ["ServedEnv", "TokenGate", "create_app", "is_loopback"]

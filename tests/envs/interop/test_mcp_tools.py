@@ -16,7 +16,7 @@ pytest.importorskip("mcp")
 import envs  # noqa: E402
 from envs.core import TextEnv  # noqa: E402
 from envs.mcp_tools import MCPToolServer  # noqa: E402
-from envs.openenv.server import serve_in_background  # noqa: E402
+from envs.serving import serve_app_in_background as serve_in_background  # noqa: E402
 from tasks.task import Task  # noqa: E402
 
 SERVER = pathlib.Path(__file__).parent / "data" / "mcp_server.py"

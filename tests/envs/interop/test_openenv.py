@@ -21,7 +21,8 @@ from openenv.core.mcp_client import MCPToolClient  # noqa: E402
 
 import envs  # noqa: E402
 from envs.openenv.models import StareAction  # noqa: E402
-from envs.openenv.server import create_app, serve_in_background  # noqa: E402
+from envs.openenv.server import create_app  # noqa: E402
+from envs.serving import serve_app_in_background as serve_in_background  # noqa: E402
 from tasks.task import Task  # noqa: E402
 from tests.envs.conftest import FakeSandbox  # noqa: E402
 
@@ -211,7 +212,8 @@ def test_a_failing_remote_env_is_a_world_failure_on_the_episode(counter_url):
 
     tokenizer = build_tokenizer()
     env = envs.make(f"openenv/{counter_url}", timeout=0.5)
-    policy = ScriptedPolicy(['<tool_call>{"name": "slow", "arguments": {"seconds": 1.5}}</tool_call>'], tokenizer)
+    slow = '<tool_call>{"name": "slow", "arguments": {"seconds": 1.5}}</tool_call>'
+    policy = ScriptedPolicy([slow], tokenizer)
     traj = rollout(env, policy, tokenizer, limits=RolloutLimits(max_response_tokens=256))
     assert traj.finish_reason == "error"  # recorded like a sandbox failure, not raised
     assert traj.failed.startswith("RemoteEnvError: ") and "got no reply within 0.5 s" in traj.failed
