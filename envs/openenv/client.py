@@ -21,7 +21,7 @@ from typing import Any
 from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 
-from envs.core import Message, StepResult, TextEnv
+from envs.core import Grader, Message, StepResult, TextEnv
 from envs.errors import RemoteEnvError, ResetNeeded, ToolError
 from envs.parsers import ToolCallParser
 from envs.remote import RemoteTool, openai_schema, tool_result_text
@@ -65,7 +65,7 @@ class OpenEnvTextEnv(TextEnv):
                  prompt_fn: Callable[[Mapping[str, Any]], str] = default_prompt,
                  system_prompt: str | None = None, parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
-                 tool_error_penalty: float = 0.0, grader: Any = None) -> None:
+                 tool_error_penalty: float = 0.0, grader: Grader | None = None) -> None:
         if not base_url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"base_url must be an http(s):// or ws(s):// URL of an OpenEnv server, "
                              f"got {base_url!r}")

@@ -271,3 +271,12 @@ def test_stare_envs_serve_plays_a_real_sandbox_episode(tmp_path):
         server.terminate()
         server.wait(timeout=20)
         log.close()
+
+
+def test_env_args_parse_as_json_or_stay_strings():
+    from training.commands.envs import _env_kwargs
+
+    assert _env_kwargs(["timeout=5", "dataset=countdown-train", "persistent=false"]) == {
+        "timeout": 5, "dataset": "countdown-train", "persistent": False}
+    with pytest.raises(Exception, match="KEY=VALUE"):
+        _env_kwargs(["timeout"])
