@@ -10,6 +10,7 @@ from envs.errors import (
                          EnvCheckError,
                          EnvError,
                          EpisodeError,
+                         RemoteEnvError,
                          ResetNeeded,
                          SandboxUnavailable,
                          ToolCrashed,
@@ -37,8 +38,8 @@ discover()  # last: a plugin's hook may import `envs` and needs the names above
 
 __all__ = [
     "ENTRY_POINT_GROUP", "FORMATS", "AutoFormat", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError",
-    "EpisodeError", "GradeInfo", "Grader", "HermesParser", "Message", "PythonBlockParser", "ResetNeeded",
-    "SandboxUnavailable", "StepInfo", "StepResult",
+    "EpisodeError", "GradeInfo", "Grader", "HermesParser", "Message", "PythonBlockParser", "RemoteEnvError",
+    "ResetNeeded", "SandboxUnavailable", "StepInfo", "StepResult",
     "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
     "ToolFormat", "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "detect_format", "discover",
     "env_ids", "function_schema",
