@@ -88,3 +88,14 @@ def test_every_sample_is_checked():
         build_samples(episode, [[1, 2]], turns)
     with pytest.raises(TrajectoryError, match="per-turn sample 1: Trajectory.logprobs has 2 entries"):
         build_samples(episode, [[1, 2], [1, 3]], [turns[0], Completion([9], [-0.3, -0.4], "stop")])
+
+
+def test_qwen3_drops_reasoning_before_a_new_user_query(family_tokenizers):
+    tok = family_tokenizers["qwen3"]
+    turns = ["<think>\nfour?\n</think>\n\nI think 4.", "<think>\nno, five\n</think>\n\n\\boxed{5}"]
+    traj, policy = _play(tok, turns)
+    assert traj.per_turn and traj.reward == 1.0 and [s.response_ids for s in traj.samples] == policy.turns
+    second = tok.decode(traj.samples[1].prompt_ids)   # turn 0 is now before the last user query
+    assert "four?" not in second and second.endswith(
+        "<|im_start|>assistant\nI think 4.<|im_end|>\n"
+        "<|im_start|>user\nTry again.<|im_end|>\n<|im_start|>assistant\n")
