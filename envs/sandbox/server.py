@@ -24,7 +24,6 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
@@ -40,6 +39,7 @@ from envs.sandbox.http_guard import (
 )
 from envs.sandbox.limits import MAX_TIMEOUT_S, check_memory
 from envs.sandbox.result import RunResult, RunStatus
+from envs.serving import serve_app_in_background
 
 LANGUAGES = Literal[
     "python", "python2", "cpp", "nodejs", "go", "go_test", "java", "php", "csharp", "bash", "typescript",
@@ -238,19 +238,24 @@ def _errors(result: RunResult) -> list[dict[str, Any]]:
     return [{"ename": name.strip(), "evalue": value.strip(), "traceback": lines}]
 
 
+def uvicorn_options(request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    """The sandbox server's uvicorn settings: h11, a per-connection request deadline, 5 s keep-alive."""
+    return {"http": deadline_protocol(request_timeout_s), "timeout_keep_alive": 5}
+
+
 def server_config(app: Any, *, host: str, port: int,
                   request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Any:
-    """The uvicorn config that serves ``app``: h11 with a per-connection request deadline, 5 s keep-alive."""
+    """The uvicorn config `stare sandbox serve` runs ``app`` with (see `uvicorn_options`)."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_keep_alive=5,
-                          http=deadline_protocol(request_timeout_s))
+    options = uvicorn_options(request_timeout_s)
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
 
 
-@contextlib.contextmanager
 def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0,
                         token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Iterator[str]:
+                        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+                        ) -> contextlib.AbstractContextManager[str]:
     """Serve `create_app(sandbox)` with uvicorn on a daemon thread; yields the base URL.
 
     For notebooks and tests that want a SandboxFusion-compatible endpoint in-process (`stare sandbox
@@ -260,27 +265,6 @@ def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
     Raises:
         TimeoutError: uvicorn did not start within `start_timeout` seconds.
     """
-    import socket
-    import threading
-
-    import uvicorn
-
-    if port == 0:
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
     app = create_app(sandbox, token=token, max_body_bytes=max_body_bytes)
-    server = uvicorn.Server(server_config(app, host=host, port=port, request_timeout_s=request_timeout_s))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            raise TimeoutError(f"the sandbox server did not start on {host}:{port} within {start_timeout} s")
-        time.sleep(0.02)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return serve_app_in_background(app, host=host, port=port, start_timeout=start_timeout,
+                                   name="the sandbox server", **uvicorn_options(request_timeout_s))
