@@ -61,8 +61,14 @@ for _name in CONFIG.get("preload", []):  # warm the modules snippets use most, o
 
 
 def _shield():
-    """Ignore every catchable signal here (remembering Python's handlers for the user code's processes)."""
-    for sig in SHIELDED:
+    """Ignore the signals code could use to interrupt or kill this supervisor (remembering the handlers).
+
+    As PID 1 of its own PID namespace (bwrap) it only receives signals it handles, so only the ones
+    with a Python handler (SIGINT) need ignoring there; without that namespace every catchable one.
+    """
+    shielded = SHIELDED if not CONFIG["pid_namespace"] else \
+        [sig for sig in SHIELDED if callable(signal.getsignal(sig))]
+    for sig in shielded:
         try:
             ORIGINAL_HANDLERS[sig] = signal.signal(sig, signal.SIG_IGN)
         except (OSError, ValueError):
