@@ -97,9 +97,9 @@ def forking_token_mask(entropy: Tensor, mask: Tensor, top_ratio: float = 0.2) ->
         keep = valid & (H >= τ)                           (every token tied at τ is kept)
 
     This is TRL's `get_high_entropy_mask` (`top_entropy_quantile = ρ`) on one process, computed with
-    two `kthvalue` calls instead of a boolean gather and a sort. ρ = 1 keeps every valid token; ρ = 0
-    keeps the maximum. Multiply the per-token loss by it before the reduction: the dropped tokens
-    still count in a token-mean's denominator, as in TRL.
+    one `kthvalue` (e_(hi) follows from e_(lo) by a count and a min) instead of a gather and a sort.
+    ρ = 1 keeps every valid token; ρ = 0 keeps the maximum. Multiply the per-token loss by it before
+    the reduction: the dropped tokens still count in a token-mean's denominator, as in TRL.
 
     Args:
         entropy: (B, T) per-token entropy (any grad is ignored).
@@ -119,7 +119,13 @@ def forking_token_mask(entropy: Tensor, mask: Tensor, top_ratio: float = 0.2) ->
     rank = torch.tensor(1.0 - top_ratio, dtype=torch.float32) * (n - 1)
     lo, hi = int(rank.floor()), int(rank.ceil())
     flat = torch.where(valid, values, float("inf")).reshape(-1)
-    below = flat.kthvalue(lo + 1).values
-    above = flat.kthvalue(hi + 1).values if hi != lo else below
-    threshold = torch.lerp(below, above, (rank - lo).to(values.device))
+    below = flat.kthvalue(lo + 1).values                                            # e_(lo)
+    threshold = below
+    if hi != lo:
+        # e_(hi) without a second selection: e_(lo) again when more than hi values tie at or below it,
+        # else the smallest value above it.
+        tied = (flat <= below).sum()
+        nearest = torch.where(flat > below, flat, float("inf")).min()
+        above = torch.where(tied > hi, below, nearest)
+        threshold = torch.lerp(below, above, (rank - lo).to(values.device))
     return valid & (values >= threshold)
