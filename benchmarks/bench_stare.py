@@ -31,7 +31,7 @@ def make_batch(batch: int, length: int, *, device: str, seed: int = 0) -> tuple[
     Groups of 8 with {0, 1} rewards; about a quarter of groups are all-equal (A = 0), as in GRPO.
     """
     gen = torch.Generator().manual_seed(seed)
-    log_probs = -torch.distributions.Exponential(3.0).sample((batch, length)).clamp(max=30.0)
+    log_probs = -(torch.empty(batch, length).exponential_(3.0, generator=gen)).clamp(max=30.0)
     lengths = torch.randint(length // 4, length + 1, (batch,), generator=gen)
     mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
     rewards = (torch.rand(batch, generator=gen) < 0.5).float()
