@@ -16,7 +16,7 @@ import torch
 
 
 def _stand_in(trl, *, logps, entropies, loss_type, eps_low, eps_high, level, top_entropy_quantile,
-              max_completion_length, entropy_coef, adaptive, entropy_args):
+              max_completion_length, entropy_coef, adaptive, entropy_args, extra):
     from accelerate import Accelerator
 
     args = types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1,
@@ -30,6 +30,8 @@ def _stand_in(trl, *, logps, entropies, loss_type, eps_low, eps_high, level, top
         use_adaptive_entropy=adaptive, _entropy_bonus_enabled=entropy_coef != 0.0 or adaptive,
         _last_world_entropy=float("inf"), _entropy_window_stats=None,
         _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)})
+    for key, value in extra.items():      # settings a TRL version may read from the trainer itself
+        setattr(self, key, value)
     self._get_per_token_logps_and_entropies = lambda *a, **k: (logps, entropies, None)
     self.get_high_entropy_mask = functools.partial(trl.GRPOTrainer.get_high_entropy_mask, self)
     return self
@@ -42,14 +44,15 @@ def trl_loss():
 
     def run(logps, old_logps, advantages, mask, *, loss_type="dapo", eps_low=0.2, eps_high=0.28,
             level="token", entropies=None, top_entropy_quantile=1.0, max_completion_length=None,
-            entropy_coef=0.0, adaptive=False, entropy_args=None, trainer=None):
+            entropy_coef=0.0, adaptive=False, entropy_args=None, extra=None, trainer=None):
         batch, length = logps.shape
         entropies = torch.zeros_like(logps) if entropies is None else entropies
         if trainer is None:
             trainer = _stand_in(trl, logps=logps, entropies=entropies, loss_type=loss_type, eps_low=eps_low,
                                 eps_high=eps_high, level=level, top_entropy_quantile=top_entropy_quantile,
                                 max_completion_length=max_completion_length or length,
-                                entropy_coef=entropy_coef, adaptive=adaptive, entropy_args=entropy_args or {})
+                                entropy_coef=entropy_coef, adaptive=adaptive, entropy_args=entropy_args or {},
+                                extra=extra or {})
         else:
             trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logps, entropies, None)
         inputs = {"prompt_ids": torch.zeros(batch, 1, dtype=torch.long),
