@@ -28,14 +28,15 @@ from stare.losses import (
     token_logprobs_and_entropy,
 )
 from stare.objective import algo_policy_loss, surrogate
+from stare.offpolicy import combine_weights, logprob_mismatch, tis_weights
 from stare.weights import select_tokens, token_weights, token_weights_with_stats, top_count
 
 __all__ = [
     "AGGREGATIONS", "LOSS_MODES", "PRESETS", "AlgoConfig", "Controller", "EntropyCoefController",
-    "StareConfig",
-    "aggregate", "algo_policy_loss", "cispo_surrogate", "clip_cov_surrogate", "clipped_surrogate",
-    "dynamic_sampling_keep", "entropy_bonus", "forking_token_mask", "get_preset", "grpo_advantages",
-    "gspo_surrogate", "kl_cov_surrogate", "kl_penalty", "masked_mean", "overlong_penalty", "policy_loss",
-    "quadrant_metrics", "select_tokens", "surrogate", "token_covariance", "token_logprobs_and_entropy",
+    "StareConfig", "aggregate", "algo_policy_loss", "cispo_surrogate", "clip_cov_surrogate",
+    "clipped_surrogate", "combine_weights", "dynamic_sampling_keep", "entropy_bonus", "forking_token_mask",
+    "get_preset", "grpo_advantages", "gspo_surrogate", "kl_cov_surrogate", "kl_penalty", "logprob_mismatch",
+    "masked_mean", "overlong_penalty", "policy_loss", "quadrant_metrics", "select_tokens", "surrogate",
+    "tis_weights", "token_covariance", "token_logprobs_and_entropy",
     "token_weights", "token_weights_with_stats", "top_count", "truncated_mask",
 ]
