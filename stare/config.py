@@ -20,7 +20,9 @@ Scope = Literal["micro_batch", "global_batch"]
 Variant = Literal["O1", "C2"]
 KLEstimator = Literal["k1", "k3"]
 LossMode = Literal["vanilla", "gspo", "cispo", "clip_cov", "kl_cov"]
+AggScope = Literal["global", "micro_batch"]
 SCOPES = ("micro_batch", "global_batch")
+AGG_SCOPES = ("global", "micro_batch")
 LOSS_MODES = ("vanilla", "gspo", "cispo", "clip_cov", "kl_cov")
 
 
@@ -100,6 +102,10 @@ class AlgoConfig(_Replace):
     loss_agg: Aggregation = "token-mean"
     """Loss reduction: "token-mean", "seq-mean-token-sum", "seq-mean-token-mean" or "seq-mean-token-sum-norm"
     (Dr. GRPO) [loss_agg_mode]."""
+    loss_agg_scope: AggScope = "global"
+    """Whose counts divide the loss: "global" (one token mean over the mini-batch of every process) or
+    "micro_batch" (the authors' FSDP actor: a token mean per micro-batch, times that micro-batch's share
+    of the mini-batch's sequences)."""
     loss_norm_length: int = 0
     """Constant L of "seq-mean-token-sum-norm"; 0 = the response-length budget [loss_scale_factor]."""
     clip_cov_ratio: float = 2e-4
@@ -148,6 +154,8 @@ class AlgoConfig(_Replace):
     def __post_init__(self) -> None:
         if not (0.0 <= self.clip_low <= 1.0):
             _fail("AlgoConfig", "clip_low", self.clip_low, "in [0, 1] (1 = no lower bound)")
+        if self.loss_agg_scope not in AGG_SCOPES:
+            _fail("AlgoConfig", "loss_agg_scope", self.loss_agg_scope, f"one of {AGG_SCOPES}")
         if self.loss_mode not in LOSS_MODES:
             _fail("AlgoConfig", "loss_mode", self.loss_mode, f"one of {LOSS_MODES}")
         if self.clip_high < 0.0:
