@@ -104,3 +104,13 @@ def test_adaptive_bonus_and_authors_layout_train_end_to_end(make_cfg, run_traini
     coefs = [r["entropy_ctl/coef"] for r in records]
     assert coefs == pytest.approx([0.005, 0.010])          # H̄ <= 100 each step: +0.005 per step
     assert records[-1]["entropy_ctl/applied_coef"] == pytest.approx(0.010)
+
+
+def test_adaptive_bonus_weight_survives_a_resume(make_cfg, run_training, tmp_path):
+    common = ["algo=adaptive-entropy", "algo.entropy_target=100", "log.save_every=1"]
+    run_training(make_cfg(*common, "train.steps=2", "log.name=resumed"))
+    run_training(make_cfg(*common, "train.steps=3", "log.name=resumed"), resume=True)
+    lines = (tmp_path / "runs" / "resumed" / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    # 0.005 per step from 0, continuing after the restart (a fresh controller would log 0.005 at step 3)
+    assert [r["entropy_ctl/coef"] for r in records] == pytest.approx([0.005, 0.010, 0.015])
