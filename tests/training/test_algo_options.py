@@ -114,3 +114,13 @@ def test_adaptive_bonus_weight_survives_a_resume(make_cfg, run_training, tmp_pat
     records = [json.loads(x) for x in lines]
     # 0.005 per step from 0, continuing after the restart (a fresh controller would log 0.005 at step 3)
     assert [r["entropy_ctl/coef"] for r in records] == pytest.approx([0.005, 0.010, 0.015])
+
+
+def test_rows_go_to_the_least_loaded_process_with_room():
+    from training.rank_balance import balanced_owners
+    # longest first: 9 -> p0, 8 -> p1, 5 -> p1 (8 < 9), 4 -> p0 (9 < 13), 2 -> p0 (13 = 13: lower rank),
+    # 1 -> p1 (p0 is full at ⌈6 / 2⌉ = 3 rows)
+    assert balanced_owners([4, 9, 2, 8, 5, 1], 2) == [0, 0, 0, 1, 1, 1]
+    loads = [sum(n for n, o in zip([4, 9, 2, 8, 5, 1], balanced_owners([4, 9, 2, 8, 5, 1], 2),
+                                   strict=True) if o == r) for r in (0, 1)]
+    assert loads == [15, 14] and balanced_owners([3, 3, 3], 2).count(0) == 2     # ⌈3 / 2⌉ rows at most
