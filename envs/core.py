@@ -15,6 +15,7 @@ import gymnasium
 from envs.errors import ResetNeeded
 from envs.parsers import ToolCallError, ToolCallParser, get_parser
 from envs.tools import ToolCall, ToolOutcome, ToolSet
+from tasks.grading import task_grader
 from tasks.task import Grade, GradeStatus, Task
 
 Message = dict[str, Any]
@@ -161,7 +162,9 @@ class TextEnv(gymnasium.Env[list, str]):
     Args:
         dataset: Task source for `reset()` without a task: a `tasks.load` name or a list of `Task`.
         tools: Typed, documented tool functions (see `envs.tools.function_schema`).
-        grader: `(final_text, task) -> Grade`; default `tasks.grade_task`.
+        grader: `(final_text, task) -> Grade`; default `tasks.grade_task`. A string names a math grading
+            mode of `tasks.grade_task` ("default", or "authors" for the STARE authors' reward), so a
+            config can set it: `data.env_kwargs: {grader: authors}`.
         system_prompt: System message text, or None for no system message.
         prompt_template: User message: a template where every "{prompt}" is replaced by `task.prompt` (other
             braces stay), a `tasks.prompt_styles()` name ("cot", "tool", "countdown", "plain"), or None
@@ -176,7 +179,7 @@ class TextEnv(gymnasium.Env[list, str]):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, *, dataset: str | Sequence[Task], tools: Sequence[Callable[..., Any]] = (),
-                 grader: Grader | None = None, system_prompt: str | None = None,
+                 grader: Grader | str | None = None, system_prompt: str | None = None,
                  prompt_template: str | None = "{prompt}", parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
                  tool_error_penalty: float = 0.0) -> None:
@@ -192,7 +195,7 @@ class TextEnv(gymnasium.Env[list, str]):
                              f"{max_calls_per_turn}")
         self.tools = ToolSet(tools, max_output_chars=max_output_chars)
         self.parser = get_parser(parser)
-        self.grader = grader or default_grader
+        self.grader = task_grader(grader) if isinstance(grader, str) else grader or default_grader  # type: ignore[arg-type]
         self.system_prompt, self.prompt_template = system_prompt, prompt_template
         self.max_tool_turns, self.max_calls_per_turn = max_tool_turns, max_calls_per_turn
         self.tool_error_penalty = tool_error_penalty

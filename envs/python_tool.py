@@ -143,7 +143,7 @@ class PythonToolEnv(TextEnv):
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                  prompt_template: str | None = None, parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
-                 tool_error_penalty: float = 0.0, grader: Grader | None = None,
+                 tool_error_penalty: float = 0.0, grader: Grader | str | None = None,
                  persistent: bool = True) -> None:
         if timeout <= 0 or memory_mb <= 0 or stderr_lines < 1:
             raise ValueError(f"need timeout > 0, memory_mb > 0, stderr_lines >= 1; "
