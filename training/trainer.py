@@ -51,7 +51,7 @@ from training.weights import batch_weights
 
 
 @dataclass
-class Run:
+class RunState:
     """Everything live during a run (built once by `setup`)."""
 
     cfg: TrainConfig
@@ -79,7 +79,7 @@ class Run:
     """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
 
 
-def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
+def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
     """Build model, optimizer, envs and data; restore the latest checkpoint when resuming."""
     runtime.check_config(cfg)
     if cfg.train.num_threads:
@@ -116,7 +116,7 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
                         shuffle=cfg.data.shuffle, rank=accelerator.process_index,
                         world_size=accelerator.num_processes)
     eval_sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    run = Run(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
+    run = RunState(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
               scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
               stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
               pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher,
@@ -151,7 +151,7 @@ def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
     return model if kind == "fsdp1" else accelerator.unwrap_model(model)
 
 
-def _restore_prefetched(run: Run, state: dict[str, Any] | None) -> None:
+def _restore_prefetched(run: RunState, state: dict[str, Any] | None) -> None:
     if state is not None and run.prefetcher is None:
         raise ValueError("this checkpoint holds a prefetched rollout round (it was saved with "
                          "rollout.async_steps=1); resume with rollout.async_steps=1")
@@ -189,8 +189,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     return fit(setup(cfg, resume=resume))
 
 
-def fit(run: Run) -> dict[str, Any]:
-    """The training loop over a prepared `Run` (steps, evaluation, checkpoints, final model)."""
+def fit(run: RunState) -> dict[str, Any]:
+    """The training loop over a prepared `RunState` (steps, evaluation, checkpoints, final model)."""
     cfg = run.cfg
     logger: Any = _SilentLogger()
     if run.accelerator.is_main_process:
@@ -225,7 +225,7 @@ def fit(run: Run) -> dict[str, Any]:
             "final": last, "eval": last_eval}
 
 
-def train_step(run: Run, step: int) -> dict[str, Any]:
+def train_step(run: RunState, step: int) -> dict[str, Any]:
     """One training step, stages 1-7 of the module docstring; returns its metrics record."""
     cfg, t_step = run.cfg, time.perf_counter()
     lr = float(run.scheduler.get_last_lr()[0])
@@ -257,7 +257,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
                        lr=lr, seconds=seconds)
 
 
-def rollout_stage(run: Run, step: int) -> Collected:
+def rollout_stage(run: RunState, step: int) -> Collected:
     """Play this step's groups (DAPO dynamic sampling refills when the algorithm asks for it).
 
     With a prefetcher, round 0 was played ahead (during the previous update); `rollout_s` then
@@ -276,7 +276,7 @@ def rollout_stage(run: Run, step: int) -> Collected:
     return collected
 
 
-def prefetch_next(run: Run, step: int) -> None:
+def prefetch_next(run: RunState, step: int) -> None:
     """Start round 0 of step + 1 in the rollout thread, with the weights as they are now.
 
     Takes the round's prompts from the data cursor now, which is where the synchronous loop
@@ -291,7 +291,7 @@ def prefetch_next(run: Run, step: int) -> None:
     run.prefetcher.launch(step + 1, tasks, r.group_size, round_seed(cfg.seed, step + 1, 0, rank))
 
 
-def reference_pass(run: Run, batch: Batch) -> Batch:
+def reference_pass(run: RunState, batch: Batch) -> Batch:
     """Reference-model log-probs for the KL term (a no-op without a reference model)."""
     if run.ref_model is None:
         return batch
@@ -310,7 +310,7 @@ class _SilentLogger:
         """Nothing to close."""
 
 
-def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
+def _evaluate(run: RunState, step: int, logger: MetricsLogger) -> dict[str, Any]:
     e = run.cfg.eval
     metrics = evaluate(lambda tasks, k, seed: run.play_eval(tasks, k, seed), run.model, run.eval_sets, k=e.k,
                        seed=e.seed, pad_id=run.pad_id, temperature=e.temperature,
@@ -321,7 +321,7 @@ def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
     return record
 
 
-def _save(run: Run, step: int) -> None:
+def _save(run: RunState, step: int) -> None:
     state = {"controller": run.controller.state_dict(), "stream": run.stream.state_dict(),
              "elapsed": _elapsed(run)}
     if run.prefetcher is not None:        # the next step's round, played ahead: part of the state
@@ -329,5 +329,5 @@ def _save(run: Run, step: int) -> None:
     save_checkpoint(run.run_dir, step, run.accelerator, state, keep=run.cfg.log.keep_checkpoints)
 
 
-def _elapsed(run: Run) -> float:
+def _elapsed(run: RunState) -> float:
     return run.elapsed_before + (time.perf_counter() - run.started if run.started else 0.0)
