@@ -10,6 +10,7 @@ from envs.errors import (
                          EnvCheckError,
                          EnvError,
                          EpisodeError,
+                         RemoteEnvError,
                          ResetNeeded,
                          SandboxUnavailable,
                          ToolCrashed,
@@ -36,7 +37,8 @@ discover()  # last: a plugin's hook may import `envs` and needs the names above
 
 __all__ = [
     "ENTRY_POINT_GROUP", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError", "EpisodeError", "GradeInfo",
-    "Grader", "HermesParser", "Message", "PythonBlockParser", "ResetNeeded", "SandboxUnavailable", "StepInfo",
+    "Grader", "HermesParser", "Message", "PythonBlockParser", "RemoteEnvError", "ResetNeeded",
+    "SandboxUnavailable", "StepInfo",
     "StepResult",
     "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
     "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "discover", "env_ids", "function_schema",

@@ -209,6 +209,17 @@ class TextEnv(gymnasium.Env[list, str]):
         attempts = self.parser.parse(action, self.tools) if len(self.tools) else []   # parse
         if not attempts:
             return self._finish(self.grader(action, self._task), terminated=True)      # score, decide
+        return self.step_calls(attempts)
+
+    def step_calls(self, attempts: Sequence[ToolCall | ToolCallError]) -> StepResult:
+        """Play one tool turn whose calls are already parsed (e.g. an MCP `tools/call` of a served env).
+
+        Same budget, observations and info as `step()` on a turn that makes these calls.
+        """
+        if not attempts:
+            raise ValueError("step_calls needs at least one call; an answer without calls goes to step()")
+        if not self._running:
+            raise ResetNeeded("call reset() before step(); the previous episode has ended")
         if self._tool_turns >= self.max_tool_turns:
             return self._finish(Grade(False, None, "no_answer"), truncated=True)
         self._tool_turns += 1

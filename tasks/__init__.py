@@ -16,6 +16,7 @@ from tasks.countdown import (
     evaluate_expression,
     grade_countdown,
 )
+from tasks.export import save_parquet
 from tasks.extract import Extraction, extract_answer, last_boxed
 from tasks.generators import generate_split
 from tasks.grading import DEFAULT_TIMEOUT, GRADERS, grade, grade_many, grade_task, grade_tasks
@@ -39,5 +40,6 @@ __all__ = [
     "evaluate_expression", "extract_answer", "format_prompt", "generate_split", "grade", "grade_countdown",
     "grade_many", "grade_task", "grade_tasks", "last_boxed", "list_datasets", "load", "load_cached",
     "prompt_styles", "reasoning_gym_tasks", "register_dataset", "save_jsonl", "shared_pool",
-    "system_prompt", "user_prompt"
+    "system_prompt", "user_prompt",
+    "save_parquet",
 ]
