@@ -45,7 +45,7 @@ from training.evaluate import evaluate
 from training.gate import diagnostics, entropy_gate
 from training.logprobs import batch_logprobs, forward_pass
 from training.metrics import MetricsLogger, step_record
-from training.sampling import Collected, PlayFn, TaskStream, collect, round_seed, round_size, share
+from training.sampling import Collected, CollectSettings, PlayFn, TaskStream, collect, round_seed, share
 from training.update import UpdateSettings, update_policy
 from training.weights import batch_weights
 
@@ -69,6 +69,8 @@ class RunState:
     ref_model: Any
     pad_id: int
     run_dir: Path
+    collect: CollectSettings
+    """Rollout-stage settings (prompts, group size, dynamic sampling)."""
     update: UpdateSettings
     """Forward-pass and update settings (micro-/mini-batching, clipping, fused or not)."""
     start_step: int = 0
@@ -120,6 +122,7 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
               scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
               stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
               pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher,
+              collect=CollectSettings.from_config(cfg, algo),
               update=UpdateSettings.from_config(cfg, accelerator.num_processes))
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
@@ -263,14 +266,10 @@ def rollout_stage(run: RunState, step: int) -> Collected:
     With a prefetcher, round 0 was played ahead (during the previous update); `rollout_s` then
     counts the time spent waiting for it, and `prefetch_s` the time it took in the rollout thread.
     """
-    r, algo = run.cfg.rollout, run.algo
     t0 = time.perf_counter()
     first = run.prefetcher.take(step) if run.prefetcher is not None else None
     waited = time.perf_counter() - t0
-    collected = collect(run.play_train, run.stream, step=step, seed=run.cfg.seed, prompts=r.prompts_per_step,
-                        per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
-                        dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
-                        drop_failed=r.drop_failed, first_round=first)
+    collected = collect(run.play_train, run.stream, run.collect, step=step, first_round=first)
     collected.rollout_s += waited
     collected.prefetch_s = first.seconds if first is not None else 0.0
     return collected
@@ -282,13 +281,11 @@ def prefetch_next(run: RunState, step: int) -> None:
     Takes the round's prompts from the data cursor now, which is where the synchronous loop
     would take them (after this step's refill rounds), and seeds it as `collect` would.
     """
-    cfg, r = run.cfg, run.cfg.rollout
-    if run.prefetcher is None or step >= cfg.train.steps:
+    c = run.collect
+    if run.prefetcher is None or step >= run.cfg.train.steps:
         return
-    world, rank = run.stream.world_size, run.stream.rank
-    tasks = run.stream.take(round_size(r.prompts_per_step, r.prompts_per_round or r.prompts_per_step,
-                                       run.algo.dynamic_sampling, world))
-    run.prefetcher.launch(step + 1, tasks, r.group_size, round_seed(cfg.seed, step + 1, 0, rank))
+    tasks = run.stream.take(c.round_size(run.stream.world_size))
+    run.prefetcher.launch(step + 1, tasks, c.group_size, round_seed(c.seed, step + 1, 0, run.stream.rank))
 
 
 def reference_pass(run: RunState, batch: Batch) -> Batch:
