@@ -187,10 +187,9 @@ class OptimConfig:
             raise ValueError(f"optim: need weight_decay >= 0, eps > 0 and betas in [0, 1); got "
                              f"weight_decay={self.weight_decay}, eps={self.eps}, betas={self.betas}")
         _at_most("optim", self, warmup_steps=MAX_STEPS)
-        if self.lr <= 0 or self.grad_clip < 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError("optim: need lr > 0, grad_clip >= 0, warmup_steps >= 0, min_lr_ratio in [0, 1]; "
-                             f"got lr={self.lr}, grad_clip={self.grad_clip}, "
-                             f"warmup_steps={self.warmup_steps}, "
+        if self.grad_clip < 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError("optim: need grad_clip >= 0, warmup_steps >= 0, min_lr_ratio in [0, 1]; got "
+                             f"grad_clip={self.grad_clip}, warmup_steps={self.warmup_steps}, "
                              f"min_lr_ratio={self.min_lr_ratio}")
 
 
