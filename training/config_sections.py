@@ -117,6 +117,9 @@ class RolloutConfig:
     first prompt is limited; later context growth is bounded by max_response_tokens."""
     prompt_truncation: Literal["left", "error"] = "left"
     """Longer prompts: `left` keeps the last max_prompt_tokens ids (verl's truncation); `error` raises."""
+    history: Literal["auto", "append", "per_turn"] = "auto"
+    """`auto`: one token sequence per episode while the chat template only appends, one sample per turn once
+    it rewrites history; `append`: raise on a rewrite; `per_turn`: always per-turn samples."""
     max_workers: int = 4
     """Threads running tool calls concurrently."""
     max_live_episodes: int = 0
@@ -148,6 +151,8 @@ class RolloutConfig:
         if self.max_prompt_tokens < 0 or self.prompt_truncation not in ("left", "error"):
             raise ValueError("rollout: need max_prompt_tokens >= 0 (0 = no limit) and prompt_truncation in "
                              f"('left', 'error'); got {self.max_prompt_tokens}, {self.prompt_truncation!r}")
+        if self.history not in ("auto", "append", "per_turn"):
+            raise ValueError(f"rollout.history must be auto, append or per_turn, got {self.history!r}")
         if self.max_live_episodes < 0 or self.prompts_per_round < 0:
             raise ValueError(f"rollout.max_live_episodes and rollout.prompts_per_round must be >= 0 "
                              f"(0 = all), got {self.max_live_episodes}, {self.prompts_per_round}")

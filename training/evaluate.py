@@ -91,7 +91,7 @@ def _local_sums(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
     correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
     counts = correct.sum(-1)                                                                     # (n,)
     return torch.tensor([float(counts.sum()) / k, float((counts > 0).sum()),
-                         float(sum(sum(t.loss_mask) for t in trajs)),
+                         float(sum(t.sampled_tokens for t in trajs)),
                          sum(float(t.metrics.get("tool_calls", 0)) for t in trajs), float(len(trajs))],
                         dtype=torch.float64)
 
@@ -103,8 +103,9 @@ def _entropy_sums(model: nn.Module, trajs: Sequence[Trajectory], *, pad_id: int,
     A process without trajectories forwards one placeholder row (mask 0), so it joins the forward
     passes every process must run together under DDP / FSDP (`training.batch.equal_micro_batches`).
     """
-    rows = list(trajs) or [Trajectory(prompt_ids=[pad_id], response_ids=[pad_id], loss_mask=[0],
-                                      logprobs=[0.0], turn_index=[0], segment=[int(Segment.TOOL)])]
+    rows = [row for t in trajs for row in t.rows()]   # per-turn episodes: one row per turn
+    rows = rows or [Trajectory(prompt_ids=[pad_id], response_ids=[pad_id], loss_mask=[0],
+                               logprobs=[0.0], turn_index=[0], segment=[int(Segment.TOOL)])]
     batch = collate(rows, torch.zeros(len(rows)), pad_id=pad_id)
     was_training = model.training
     model.eval()

@@ -131,7 +131,8 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
     """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits.
 
     Limits come from `cfg.rollout`: max_turns, max_response_tokens, max_tool_tokens and the initial
-    prompt's max_prompt_tokens / prompt_truncation (0 = no limit). Each call first makes room in the
+    prompt's max_prompt_tokens / prompt_truncation (0 = no limit); `rollout.history` picks append-only
+    or per-turn samples (`agents.rollout_batch`). Each call first makes room in the
     process-wide local sandbox for the episodes it plays at once (`reserve_shared_sessions`: a number
     remembered, no sandbox started, when the env does not use it): len(tasks) × group_size, or
     whole groups of at most rollout.max_live_episodes episodes when that is set.
@@ -151,7 +152,8 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
         sandbox.reserve_shared_sessions(min(per_call, len(task_list)) * group_size)
         chunks = [agents.rollout_batch(make_env, policy, tokenizer, task_list[lo:lo + per_call],
                                        group_size=group_size, sampling=sampling, limits=limits,
-                                       seed=seed + lo * group_size, max_workers=r.max_workers)
+                                       seed=seed + lo * group_size, max_workers=r.max_workers,
+                                       history=r.history)
                   for lo in range(0, len(task_list), per_call)]   # episode i keeps env seed `seed + i`
         return chunks[0] if len(chunks) == 1 else _concat(chunks)
     return play
