@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,17 @@ def reference_model(model: Any) -> Any:
     for p in ref.parameters():
         p.requires_grad_(False)
     return ref
+
+
+def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Make the run directory; a fresh run clears an old one's outputs (refused if it holds checkpoints)."""
+    has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
+    if has_checkpoints and not resume and not overwrite:
+        raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
+                              "log.overwrite=true to start it again, or another log.name")
+    if not resume:
+        for name in ("checkpoints", "tb", "model"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ Process 0 writes metrics, evaluations and the final model; checkpoints are colle
 
 from __future__ import annotations
 
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from training.config import TrainConfig, dump_yaml
 from training.evaluate import evaluate
 from training.gate import diagnostics, entropy_gate
 from training.logprobs import batch_logprobs, forward_pass
-from training.metrics import MetricsLogger, step_record
+from training.metrics import MetricsLogger, SilentLogger, step_record
 from training.sampling import Collected, CollectSettings, PlayFn, TaskStream, collect, round_seed, share
 from training.update import UpdateSettings, update_policy
 from training.weights import batch_weights
@@ -83,28 +82,56 @@ class RunState:
 
 def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
     """Build model, optimizer, envs and data; restore the latest checkpoint when resuming."""
-    runtime.check_config(cfg)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    run_dir = cfg.run_path
-    accelerator = runtime.make_accelerator(cfg)
-    _check_sharding(cfg, accelerator.num_processes)
-    if accelerator.is_main_process:
-        _prepare_run_dir(run_dir, resume=resume, overwrite=cfg.log.overwrite)
-    accelerator.wait_for_everyone()
-    from transformers import set_seed
-    set_seed(cfg.seed)
+    accelerator = _start(cfg, resume=resume)
     model_dir = runtime.resolve_model_dir(cfg)
     algo = runtime.resolve_algo(cfg, model_dir)
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, model_dir)
     optimizer, scheduler = runtime.make_optimizer(cfg, model)
     ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    play_train, play_eval, prefetcher = _players(cfg, accelerator, model, tokenizer, model_dir)
+    stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
+                        shuffle=cfg.data.shuffle, rank=accelerator.process_index,
+                        world_size=accelerator.num_processes)
+    eval_sets = {name: runtime.load_tasks(name, cfg.eval.limit) for name in cfg.eval.tasks}
+    run = RunState(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
+                   scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
+                   stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets,
+                   ref_model=ref, pad_id=runtime.pad_id(tokenizer), run_dir=cfg.run_path,
+                   prefetcher=prefetcher,
+                   collect=CollectSettings.from_config(cfg, algo),
+                   update=UpdateSettings.from_config(cfg, accelerator.num_processes))
+    checkpoint = latest_checkpoint(run.run_dir) if resume else None
+    if checkpoint is not None:
+        _restore(run, load_checkpoint(checkpoint, accelerator))
+    if accelerator.is_main_process:
+        (run.run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    return run
+
+
+def _start(cfg: TrainConfig, *, resume: bool) -> Any:
+    """Checks, threads, the accelerator, the run directory and the seed; returns the accelerator."""
+    runtime.check_config(cfg)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    accelerator = runtime.make_accelerator(cfg)
+    _check_sharding(cfg, accelerator.num_processes)
+    if accelerator.is_main_process:
+        runtime.prepare_run_dir(cfg.run_path, resume=resume, overwrite=cfg.log.overwrite)
+    accelerator.wait_for_everyone()
+    from transformers import set_seed
+    set_seed(cfg.seed)
+    return accelerator
+
+
+def _players(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any,
+             model_dir: Path) -> tuple[PlayFn, PlayFn, RolloutPrefetcher | None]:
+    """The training and evaluation players over the rollout policy, and the prefetcher (async_steps=1)."""
     policy = runtime.make_policy(rollout_model(cfg, accelerator, model), tokenizer, cfg, model_dir)
     make_env = runtime.make_env_factory(cfg)
     r, e = cfg.rollout, cfg.eval
 
-    def train_player(rollout_policy: Any) -> Any:   # the training sampling, over any policy
+    def train_player(rollout_policy: Any) -> PlayFn:   # the training sampling, over any policy
         return runtime.make_player(cfg, rollout_policy, tokenizer, make_env, temperature=r.temperature,
                                    top_p=r.top_p, top_k=r.top_k)
     play_train = train_player(policy)
@@ -114,27 +141,16 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
     if r.async_steps:
         prefetcher = make_prefetcher(cfg, accelerator, accelerator.unwrap_model(model), tokenizer, policy,
                                      train_player)
-    stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
-                        shuffle=cfg.data.shuffle, rank=accelerator.process_index,
-                        world_size=accelerator.num_processes)
-    eval_sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    run = RunState(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
-              scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
-              stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
-              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher,
-              collect=CollectSettings.from_config(cfg, algo),
-              update=UpdateSettings.from_config(cfg, accelerator.num_processes))
-    checkpoint = latest_checkpoint(run_dir) if resume else None
-    if checkpoint is not None:
-        state = load_checkpoint(checkpoint, accelerator)
-        run.controller.load_state_dict(state["controller"])
-        run.stream.load_state_dict(state["stream"])
-        run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
-        _restore_prefetched(run, state.get("prefetched"))
-        runtime.sync_schedule(scheduler)
-    if accelerator.is_main_process:
-        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
-    return run
+    return play_train, play_eval, prefetcher
+
+
+def _restore(run: RunState, state: dict[str, Any]) -> None:
+    """Controller, data cursor, step, elapsed time, prefetched round and lr schedule from a checkpoint."""
+    run.controller.load_state_dict(state["controller"])
+    run.stream.load_state_dict(state["stream"])
+    run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
+    _restore_prefetched(run, state.get("prefetched"))
+    runtime.sync_schedule(run.scheduler)
 
 
 def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
@@ -169,19 +185,6 @@ def _check_sharding(cfg: TrainConfig, world: int) -> None:
     share(r.prompts_per_round or r.prompts_per_step, world)
 
 
-def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
-    if has_checkpoints and not resume and not overwrite:
-        raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
-                              "log.overwrite=true to start it again, or another log.name")
-    if not resume:
-        for name in ("checkpoints", "tb", "model"):
-            shutil.rmtree(run_dir / name, ignore_errors=True)
-        for name in ("metrics.jsonl", "eval.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-
 def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     """Train with `cfg`; with `resume`, continue from the run's latest checkpoint exactly.
 
@@ -195,7 +198,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
 def fit(run: RunState) -> dict[str, Any]:
     """The training loop over a prepared `RunState` (steps, evaluation, checkpoints, final model)."""
     cfg = run.cfg
-    logger: Any = _SilentLogger()
+    logger: Any = SilentLogger()
     if run.accelerator.is_main_process:
         logger = MetricsLogger(run.run_dir, total_steps=cfg.train.steps, tensorboard=cfg.log.tensorboard,
                                progress=cfg.log.progress, start_step=run.start_step)
@@ -295,16 +298,6 @@ def reference_pass(run: RunState, batch: Batch) -> Batch:
     ref_logp, _ = batch_logprobs(run.ref_model, batch, run.cfg.rollout.temperature,
                                  token_budget=run.cfg.train.micro_batch_tokens, device=run.accelerator.device)
     return batch.with_(ref_log_probs=ref_logp)
-
-
-class _SilentLogger:
-    """The metrics sink of processes other than 0 (they compute, process 0 writes)."""
-
-    def log(self, record: dict[str, Any], *, kind: str = "metrics") -> None:
-        """Drop the record."""
-
-    def close(self) -> None:
-        """Nothing to close."""
 
 
 def _evaluate(run: RunState, step: int, logger: MetricsLogger) -> dict[str, Any]:
