@@ -217,6 +217,9 @@ class LoopConfig:
     """With target_entropy=auto: H_tgt = factor × the measured post-warm-start entropy."""
     sort_micro_batches: bool = False
     """Group rows of similar length into micro-batches: less padding (changes STARE micro-batch members)."""
+    balance_micro_batches: bool = False
+    """Balance rows over processes and micro-batches by real tokens, as the authors do (changes STARE's
+    micro-batch populations)."""
     fuse_on_policy: bool = True
     """On-policy (1 mini-batch, 1 epoch): the update's forward pass doubles as the old-log-prob pass."""
     num_threads: int = 0

@@ -195,6 +195,15 @@ def check_config(cfg: TrainConfig) -> None:
                          f"{r.max_response_tokens}; set algo.overlong_buffer to at most "
                          f"{r.max_response_tokens} "
                          "(DAPO uses 1/5 of the budget) or 0 to disable the overlong penalty")
+    t = cfg.train
+    if a.stare.enabled and a.stare.scope == "global_batch" and (t.mini_batches > 1 or t.epochs > 1):
+        raise ValueError(f"algo.stare.scope=global_batch computes ω once from the pre-update log-probs, "
+                         f"which go stale after the first optimizer step (train.mini_batches="
+                         f"{t.mini_batches}, train.epochs={t.epochs}); use algo.stare.scope=micro_batch "
+                         "(ω from the current log-probs), or one mini-batch and one epoch")
+    if t.balance_micro_batches and t.sort_micro_batches:
+        raise ValueError("train.balance_micro_batches and train.sort_micro_batches are two ways to form "
+                         "micro-batches; set one of them to false")
 
 
 def controller_for(algo: stare.AlgoConfig) -> stare.Controller:
@@ -202,6 +211,14 @@ def controller_for(algo: stare.AlgoConfig) -> stare.Controller:
     s = algo.stare
     return stare.Controller(s.target_entropy, s.w, s.m, adaptive=s.adaptive, alpha=s.alpha, w_max=s.w_max,
                             m_min=s.m_min)
+
+
+def entropy_controller_for(algo: stare.AlgoConfig) -> stare.EntropyCoefController | None:
+    """The adaptive entropy-bonus controller (Skywork-OR1) when algo.entropy_adaptive, else None."""
+    if not algo.entropy_adaptive:
+        return None
+    return stare.EntropyCoefController(algo.entropy_coef, algo.entropy_target, delta=algo.entropy_coef_delta,
+                                       coef_min=algo.entropy_coef_min, coef_max=algo.entropy_coef_max)
 
 
 def reference_model(model: Any) -> Any:

@@ -45,7 +45,7 @@ from training.gate import diagnostics, entropy_gate
 from training.logprobs import batch_logprobs, forward_pass
 from training.metrics import MetricsLogger, SilentLogger, step_record
 from training.sampling import Collected, CollectSettings, PlayFn, TaskStream, collect, round_seed, share
-from training.update import UpdateSettings, update_policy
+from training.update import UpdateSettings, needs_entropy_grad, update_policy
 from training.weights import batch_weights
 
 
@@ -78,6 +78,8 @@ class RunState:
     started: float = 0.0
     prefetcher: RolloutPrefetcher | None = None
     """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
+    entropy_ctl: stare.EntropyCoefController | None = None
+    """The adaptive entropy-bonus weight (algo.entropy_adaptive), fed the gate's H̄."""
 
 
 def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
@@ -100,7 +102,8 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
                    ref_model=ref, pad_id=runtime.pad_id(tokenizer), run_dir=cfg.run_path,
                    prefetcher=prefetcher,
                    collect=CollectSettings.from_config(cfg, algo),
-                   update=UpdateSettings.from_config(cfg, accelerator.num_processes))
+                   update=UpdateSettings.from_config(cfg, accelerator.num_processes),
+                   entropy_ctl=runtime.entropy_controller_for(algo))
     checkpoint = latest_checkpoint(run.run_dir) if resume else None
     if checkpoint is not None:
         _restore(run, load_checkpoint(checkpoint, accelerator))
@@ -145,8 +148,10 @@ def _players(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any,
 
 
 def _restore(run: RunState, state: dict[str, Any]) -> None:
-    """Controller, data cursor, step, elapsed time, prefetched round and lr schedule from a checkpoint."""
+    """Controllers, data cursor, step, elapsed time, prefetched round and lr schedule from a checkpoint."""
     run.controller.load_state_dict(state["controller"])
+    if run.entropy_ctl is not None and "entropy_ctl" in state:
+        run.entropy_ctl.load_state_dict(state["entropy_ctl"])
     run.stream.load_state_dict(state["stream"])
     run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
     _restore_prefetched(run, state.get("prefetched"))
@@ -243,24 +248,31 @@ def train_step(run: RunState, step: int) -> dict[str, Any]:
     fused = trains and run.update.fused
     forward = forward_pass(run.model, batch, run.update.temperature, token_budget=run.update.token_budget,
                            device=run.accelerator.device, by_length=run.update.by_length, fused=fused,
-                           entropy_grad=run.algo.entropy_coef > 0)                         # 3. forward
+                           entropy_grad=needs_entropy_grad(run.algo),
+                           balance=run.update.balance)                                      # 3. forward
     batch = reference_pass(run, batch.with_(old_log_probs=forward.log_probs, entropy=forward.entropy))
-    h_bar = entropy_gate(run.controller, batch)                                            # 4. gate
+    h_bar = entropy_gate(run.controller, batch, feed=trains, bonus=run.entropy_ctl)         # 4. gate
     batch, weight_stats = batch_weights(batch, run.algo, run.controller,
                                         tis_cap=cfg.rollout.tis_cap)                        # 5. weights
     seen = diagnostics(batch, run.algo, h_bar, max_turns=cfg.rollout.max_turns)
     t_update = time.perf_counter()
     learned = update_policy(run.model, run.optimizer, batch, run.update, algo=run.algo,   # 6-7. loss, step
                             controller=run.controller, accelerator=run.accelerator,
-                            forward=forward) if trains else {}
+                            forward=forward, entropy_coef=_bonus(run)) if trains else {}
     with warnings.catch_warnings():   # a step without an update still advances the schedule
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
         run.scheduler.step()
     now = time.perf_counter()
     seconds = {"old_logprob": 0.0 if fused else t_update - t_old,   # fused: the forward is the update's
                "update": now - (t_old if fused else t_update), "step": now - t_step, "time": _elapsed(run)}
-    return step_record(step, collected, {**seen, **weight_stats, **learned, **run.controller.metrics()},
-                       lr=lr, seconds=seconds)
+    bonus = run.entropy_ctl.metrics() if run.entropy_ctl is not None else {}
+    return step_record(step, collected, {**seen, **weight_stats, **learned, **run.controller.metrics(),
+                                         **bonus}, lr=lr, seconds=seconds)
+
+
+def _bonus(run: RunState) -> float | None:
+    """This step's entropy-bonus weight: the adaptive controller's, or None (algo.entropy_coef)."""
+    return run.entropy_ctl.applied if run.entropy_ctl is not None else None
 
 
 def rollout_stage(run: RunState, step: int) -> Collected:
@@ -314,6 +326,8 @@ def _evaluate(run: RunState, step: int, logger: MetricsLogger) -> dict[str, Any]
 def _save(run: RunState, step: int) -> None:
     state = {"controller": run.controller.state_dict(), "stream": run.stream.state_dict(),
              "elapsed": _elapsed(run)}
+    if run.entropy_ctl is not None:
+        state["entropy_ctl"] = run.entropy_ctl.state_dict()
     if run.prefetcher is not None:        # the next step's round, played ahead: part of the state
         state["prefetched"] = run.prefetcher.state_dict()
     save_checkpoint(run.run_dir, step, run.accelerator, state, keep=run.cfg.log.keep_checkpoints)
