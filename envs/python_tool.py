@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from envs.core import Grader, TextEnv
 from envs.errors import SandboxUnavailable, ToolError
 from envs.parsers import ToolCallParser
+from envs.sandbox import make_sandbox
 from envs.sandbox.result import RunResult, RunStatus
 from tasks.task import Task
 
@@ -55,8 +56,6 @@ def resolve_sandbox(spec: Any) -> Any:
             (both via `envs.sandbox.make_sandbox`), or an object with `session()` or `run(...)`.
     """
     if isinstance(spec, str) and (spec == "local" or spec.startswith(("http://", "https://"))):
-        from envs.sandbox import make_sandbox
-
         return make_sandbox(spec)
     if callable(getattr(spec, "session", None)) or callable(getattr(spec, "run", None)):
         return spec

@@ -138,8 +138,6 @@ class AlgoConfig(_Replace):
     """Adaptive bonus: upper clip of the weight [TRL entropy_coef_max]."""
     dynamic_sampling: bool = False
     """Drop groups whose metric has zero variance; re-sample to fill the batch [filter_groups.enable]."""
-    dynamic_sampling_metric: str = "acc"
-    """Per-sequence metric the filter reads [filter_groups.metric]."""
     max_gen_rounds: int = 10
     """Sampling rounds allowed to fill the batch before giving up (0 = unlimited) [max_num_gen_batches]."""
     overlong_buffer: int = 0
@@ -195,7 +193,7 @@ class AlgoConfig(_Replace):
 
 
 _DAPO_CORE = dict(clip_low=0.2, clip_high=0.28, clip_c=10.0, loss_agg="token-mean", kl_coef=0.0,
-                  entropy_coef=0.0, dynamic_sampling=True, dynamic_sampling_metric="acc", max_gen_rounds=10)
+                  entropy_coef=0.0, dynamic_sampling=True, max_gen_rounds=10)
 # GRPO-ds turns the STARE block off with these values (its script: top_p 0, W = M = 1, H_tgt = 0).
 _STARE_OFF = StareConfig(enabled=False, variant="O1", top_ratio=0.0, w=1.0, m=1.0, target_entropy=0.0)
 _STARE_ON = StareConfig(enabled=True, variant="O1", top_ratio=0.1, w=1.1, m=0.9, target_entropy=0.3)

@@ -127,25 +127,13 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     if settings.fused != (graphs is not None) or (graphs and settings.mini_batches * settings.epochs != 1):
         raise ValueError("a fused update needs the fused forward pass's graphs and one mini-batch, one epoch")
     model.train()
-    device = accelerator.device
-    sums: dict[str, Tensor] = defaultdict(lambda: torch.zeros((), device=device))
+    sums: dict[str, Tensor] = defaultdict(lambda: torch.zeros((), device=accelerator.device))
     counts: dict[str, int] = defaultdict(int)
     norms: list[Tensor] = []
     for _ in range(settings.epochs):
         for rows in mini_batches(batch.size, settings.mini_batches):
-            totals = global_totals(batch.loss_mask[rows], device)
-            padded, groups = equal_micro_batches(batch, rows, settings.token_budget,
-                                                 by_length=settings.by_length, balance=settings.balance)
-            for index, group in enumerate(groups):
-                mb = to_device(padded.select(group), device)
-                with _maybe_no_sync(accelerator, model, index < len(groups) - 1):
-                    logp, entropy = graphs[index] if graphs else forward_logprobs(
-                        model, mb, settings.temperature, entropy_grad=needs_entropy_grad(algo))
-                    loss, metrics = micro_loss(logp, entropy, mb, algo, controller, totals,
-                                               entropy_coef=entropy_coef, norm_length=settings.norm_length)
-                    accelerator.backward(loss * accelerator.num_processes)
-                if group[0] >= batch.size:     # a placeholder micro-batch: no tokens, no metrics
-                    continue
+            for metrics in _backward_mini_batch(model, batch, rows, settings, algo, controller, accelerator,
+                                                graphs, entropy_coef):
                 for key, value in metrics.items():
                     sums[key] = sums[key] + value.detach().float()
                     counts[key] += 1
@@ -155,6 +143,29 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     out = {key: float(value) / counts[key] for key, value in sums.items()}
     out["actor/grad_norm"] = float(torch.stack(norms).float().mean()) if norms else 0.0
     out["actor/optimizer_steps"] = float(len(norms))
+    return out
+
+
+def _backward_mini_batch(model: nn.Module, batch: Batch, rows: list[int], settings: UpdateSettings,
+                         algo: stare.AlgoConfig, controller: stare.Controller, accelerator: Any,
+                         graphs: list[tuple[Tensor, Tensor]] | None,
+                         entropy_coef: float | None) -> list[dict[str, Tensor]]:
+    """Loss and backward of every micro-batch of one mini-batch; the metrics of its real micro-batches."""
+    device = accelerator.device
+    totals = global_totals(batch.loss_mask[rows], device)
+    padded, groups = equal_micro_batches(batch, rows, settings.token_budget, by_length=settings.by_length,
+                                         balance=settings.balance)
+    out = []
+    for index, group in enumerate(groups):
+        mb = to_device(padded.select(group), device)
+        with _maybe_no_sync(accelerator, model, index < len(groups) - 1):
+            logp, entropy = graphs[index] if graphs else forward_logprobs(
+                model, mb, settings.temperature, entropy_grad=needs_entropy_grad(algo))
+            loss, metrics = micro_loss(logp, entropy, mb, algo, controller, totals, entropy_coef=entropy_coef,
+                                       norm_length=settings.norm_length)
+            accelerator.backward(loss * accelerator.num_processes)
+        if group[0] < batch.size:     # a placeholder micro-batch has no tokens and no metrics
+            out.append({key: value.detach() for key, value in metrics.items()})
     return out
 
 

@@ -15,7 +15,7 @@ def test_presets_carry_the_reference_values():
     for cfg in (ds, o1, c2, dapo):
         assert (cfg.clip_low, cfg.clip_high, cfg.clip_c, cfg.kl_coef) == (0.2, 0.28, 10.0, 0)
         assert cfg.loss_agg == "token-mean"
-        assert cfg.dynamic_sampling and cfg.dynamic_sampling_metric == "acc" and cfg.max_gen_rounds == 10
+        assert cfg.dynamic_sampling and cfg.max_gen_rounds == 10
     assert not ds.stare.enabled
     assert (ds.stare.top_ratio, ds.stare.w, ds.stare.m, ds.stare.target_entropy) == (0, 1, 1, 0)
     assert o1.stare.enabled

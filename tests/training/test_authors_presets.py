@@ -26,7 +26,6 @@ SHARED = {
     "algo.entropy_coef": 0.0,
     "algo.norm_adv_by_std": True,                 # grpo, norm_adv_by_std_in_grpo
     "algo.dynamic_sampling": True,                # filter_groups
-    "algo.dynamic_sampling_metric": "acc",
     "algo.max_gen_rounds": 10,                    # max_num_gen_batches
     "algo.stare.variant": "O1",
     "algo.stare.adaptive": False,
@@ -36,7 +35,7 @@ SHARED = {
     "rollout.max_response_tokens": 3072,          # max_response_length
     "rollout.max_prompt_tokens": 1024,            # max_prompt_length
     "rollout.prompt_truncation": "left",          # truncation
-    "rollout.vllm_max_model_len": 1024 + 3072,    # max_prompt_length + max_response_length
+    "rollout.vllm.max_model_len": 1024 + 3072,    # max_prompt_length + max_response_length
     "optim.lr": 1e-6,
     "optim.schedule": "constant",
     "optim.warmup_steps": 0,
@@ -47,7 +46,7 @@ SHARED = {
     "rollout.top_p": 1.0,
     "rollout.top_k": -1,
     "rollout.engine": "vllm",                     # vLLM rollouts
-    "rollout.vllm_dtype": "float16",              # fp16 rollout, not bf16
+    "rollout.vllm.dtype": "float16",              # fp16 rollout, not bf16
     "eval.k": 32,                                 # avg@32
     "eval.temperature": 1.0,
     "eval.top_p": 0.7,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from envs.sandbox import IsolationUnavailable, LocalSandbox
+from envs.sandbox.server import create_app
+
 app = typer.Typer(help="The code sandbox (bubblewrap-isolated, SandboxFusion-compatible HTTP server).",
                   no_args_is_help=True)
 
@@ -19,9 +22,6 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to bind; keep it
           ) -> None:
     """Serve POST /run_code, POST /run_jupyter and GET /v1/ping (SandboxFusion wire format)."""
     import uvicorn
-
-    from envs.sandbox import IsolationUnavailable, LocalSandbox
-    from envs.sandbox.server import create_app
 
     try:
         sandbox = LocalSandbox(isolation=isolation, max_concurrency=max_concurrency or None,
