@@ -44,9 +44,15 @@ def show_command(name_or_path: str = typer.Argument(..., help="A registered name
 
 @app.command("grade")
 def grade_command(answer: str = typer.Argument(..., help="The reference answer, e.g. '\\frac{1}{2}'."),
-                  response: str = typer.Argument(..., help="The model response text.")) -> None:
+                  response: str = typer.Argument(..., help="The model response text."),
+                  mode: str = typer.Option("default", help="Math grading mode: default, or authors "
+                                                           "(adds mathruler, as the STARE reward).")) -> None:
     """Grade one response against a reference answer and print the Grade as JSON."""
-    g = tasks.grade(response, answer)
+    try:
+        g = tasks.grade(response, answer, mode=mode)  # type: ignore[arg-type]
+    except (ValueError, ImportError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(json.dumps({"status": g.status, "prediction": g.prediction, "correct": g.correct}))
 
 
