@@ -24,7 +24,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from envs.parsers import HERMES_HINT, MALFORMED, PARSERS, HermesParser, ToolCallError, _decode_hermes
+from envs.parsers import (
+    HERMES_HINT,
+    MALFORMED,
+    PARSERS,
+    HermesParser,
+    ToolCallError,
+    _decode_hermes,
+    safe_json_loads,
+)
 from envs.tools import ToolCall, ToolSet
 
 Message = dict[str, Any]
@@ -130,18 +138,17 @@ class Llama3JsonFormat(HermesFormat):
 
 
 def _loads(body: str) -> Any:
-    """`json.loads` of a list of calls (the one JSON decode here outside the Hermes path)."""
-    return json.loads(body)
+    """Decode a list of calls (the one JSON decode here outside the Hermes path); None if refused."""
+    return safe_json_loads(body)[0]
 
 
 def _decode_list(body: str, hint: str) -> list[ToolCall | ToolCallError]:
     """A JSON object (one call) or a list of objects (several), each decoded by the Hermes path."""
     if not body.startswith("["):
         return [_decode(body, hint)]
-    try:
-        items = _loads(body)
-    except json.JSONDecodeError as err:
-        return [ToolCallError(f"{MALFORMED}invalid JSON ({err.msg} at char {err.pos}). {hint}")]
+    items, problem = safe_json_loads(body)   # deep nesting or huge numbers: malformed, never raised
+    if problem is not None:
+        return [ToolCallError(f"{MALFORMED}{problem}. {hint}")]
     if not items:
         return [ToolCallError(f"{MALFORMED}empty list of calls. {hint}")]
     return [_decode(json.dumps(item), hint) for item in items]
@@ -191,7 +198,7 @@ class MistralFormat:
 def _given_ids(body: str) -> list[Any]:
     """The `id` of each call in a parsed Mistral body (None where absent)."""
     items = _loads(body) if body.startswith("[") else [_loads(body)]
-    return [item.get("id") if isinstance(item, dict) else None for item in items]
+    return [item.get("id") if isinstance(item, dict) else None for item in items or []]
 
 
 FORMATS: dict[str, type] = {

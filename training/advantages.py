@@ -22,6 +22,7 @@ from agents.trajectory import Trajectory
 from training import distributed
 from training.batch import Batch, collate, placeholder_rows
 from training.config import TrainConfig
+from training.rank_balance import balance_across_processes
 from training.sampling import Collected
 
 
@@ -33,11 +34,23 @@ def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *
     step with zero advantages (used only for the entropy; no update follows). A process that kept
     no group while others did gets placeholder rows (loss mask 0), so it joins the collectives and
     the gradient all-reduce without adding a token. With several processes every process holds at
-    least `train.mini_batches` rows, so all run the same number of optimizer steps.
+    least `train.mini_batches` rows, so all run the same number of optimizer steps. With
+    `train.balance_micro_batches` the rows are then rebalanced over processes by real tokens
+    (`training.rank_balance`, a collective every process joins).
     """
     if not update:
         rows, _ = episode_rows(collected.all, torch.zeros(len(collected.all)))
         return collate(rows, torch.zeros(len(rows)), pad_id=pad_id)
+    batch = _kept_batch(collected, algo, cfg, pad_id=pad_id)
+    if cfg.train.balance_micro_batches:
+        batch = balance_across_processes(batch)
+    if distributed.world_size() > 1 and batch.size < cfg.train.mini_batches:
+        batch = placeholder_rows(batch, cfg.train.mini_batches)
+    return batch
+
+
+def _kept_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *, pad_id: int) -> Batch:
+    """The kept trajectories' batch (placeholder rows when this process kept none)."""
     if not collected.kept:
         blank = collate(collected.all[0].rows()[:1], torch.zeros(1), pad_id=pad_id)
         blank = blank.with_(loss_mask=torch.zeros_like(blank.loss_mask))
@@ -55,8 +68,6 @@ def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *
     if algo.mask_truncated:
         truncated = torch.tensor([t.finish_reason == "length" for t in rows])
         batch = batch.with_(loss_mask=stare.truncated_mask(batch.loss_mask, truncated))
-    if distributed.world_size() > 1 and batch.size < cfg.train.mini_batches:
-        batch = placeholder_rows(batch, cfg.train.mini_batches)
     return batch
 
 

@@ -132,39 +132,3 @@ def evaluate(play: PlayFn, model: nn.Module, sets: Mapping[str, Sequence[Any]], 
         return out
     finally:
         torch.set_rng_state(cpu_state)
-
-
-def evaluate_model(cfg: Any, model_dir: Any = None) -> dict[str, float]:
-    """`stare eval`: load a model (default `cfg.model.path`) and evaluate it on `cfg.eval.tasks`.
-
-    Under `torchrun` / `accelerate launch` the accelerator joins the process group, so the problems
-    are shared between the processes as in training (`evaluate_set`); every process returns the
-    same global metrics.
-
-    Args:
-        cfg: a `TrainConfig` (eval, rollout limits, data.env and model settings are used).
-        model_dir: a model directory, or a run directory holding `model/`; None = cfg.model.path.
-
-    Returns:
-        `eval/<set>/<metric>` for every set.
-    """
-    from pathlib import Path
-
-    from training import runtime
-    if model_dir is not None:
-        path = Path(model_dir)
-        path = path / "model" if (path / "model" / "config.json").is_file() else path
-        cfg = runtime.replace_cfg(cfg, model=runtime.dataclasses.replace(cfg.model, path=str(path)))
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    accelerator = runtime.make_accelerator(cfg)
-    model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
-    model = model.to(accelerator.device).eval()
-    e = cfg.eval
-    play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
-                               runtime.make_env_factory(cfg),
-                               temperature=e.temperature, top_p=e.top_p)
-    sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
-                    temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
-                    device=accelerator.device)

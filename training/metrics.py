@@ -100,6 +100,16 @@ def step_record(step: int, collected: Collected, learned: Mapping[str, float], *
             "time": seconds["time"]}
 
 
+class SilentLogger:
+    """The metrics sink of processes other than 0 (they compute, process 0 writes)."""
+
+    def log(self, record: dict[str, Any], *, kind: str = "metrics") -> None:
+        """Drop the record."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 class MetricsLogger:
     """Writes step records to JSONL (+ TensorBoard) and drives a rich progress bar.
 

@@ -23,6 +23,7 @@ import itertools
 import logging
 import math
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -232,7 +233,8 @@ class LocalSandbox:
                     f"max_sessions={self.config.max_sessions} sessions are open and none was closed within "
                     f"{self.config.session_wait_s}s; close() finished sessions or raise the cap with "
                     f"reserve_sessions(n) / set_max_sessions(n) (rollout.max_live_episodes chunks episodes).")
-            session = LocalSession(self, on_close=self._session_closed)
+            session = LocalSession(spawn=self._spawn_session_worker, limits=self.limits,
+                                   output_limit=self.config.output_limit_bytes, on_close=self._session_closed)
             self._sessions.add(session)
         return session
 
@@ -321,8 +323,6 @@ class LocalSandbox:
 
 
 def _rmtree_quiet(path: str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -7,6 +7,7 @@ import pytest
 from envs.lookup import LookupEnv, directory_tasks
 from envs.math_cot import MathCoTEnv
 from envs.parsers import MAX_JSON_DEPTH, ToolCallError, safe_json_loads
+from envs.toolformats import FORMATS
 from tasks.task import Task
 
 HOSTILE_CALLS = [
@@ -49,3 +50,14 @@ def test_safe_json_loads_never_raises_and_keeps_normal_values():
     assert safe_json_loads("9" * 5000) == (None, "JSON number too long")
     assert safe_json_loads("{")[1].startswith("invalid JSON")
     assert isinstance(ToolCallError("x").message, str)
+
+
+FORMAT_FLOODS = ["[TOOL_CALLS]" + "[" * 2000 + "]" * 2000, "[TOOL_CALLS][" + "9" * 5000 + "]",
+                 "<|python_tag|>[" + "[" * 3000 + "]" * 3000 + "]", "<tool_call>" + "{" * 3000]
+
+
+@pytest.mark.parametrize("text", FORMAT_FLOODS)
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_tool_call_format_turns_parse_limits_into_malformed_calls(name, text):
+    attempts = FORMATS[name]().parse(text, LookupEnv().tools)      # never raises
+    assert all(isinstance(a, ToolCallError) for a in attempts)

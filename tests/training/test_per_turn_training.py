@@ -14,7 +14,7 @@ from training.advantages import episode_rows, make_batch
 from training.config import load_config
 from training.gate import entropy_gate
 from training.metrics import episode_metrics
-from training.sampling import Collected, TaskStream, collect
+from training.sampling import Collected, CollectSettings, TaskStream, collect
 from training.weights import stare_weights
 
 S = int(Segment.SAMPLED)
@@ -107,8 +107,9 @@ def test_dynamic_sampling_filters_by_episode_not_by_turn():
         rewards = {0: (1.0, 1.0), 1: (1.0, 0.0)}
         return [per_turn_episode(r, g) for g, task in enumerate(tasks) for r in rewards[task]]
 
-    got = collect(play, TaskStream([0, 1], seed=0, shuffle=False), step=1, seed=0, prompts=1, per_round=2,
-                  group_size=2, dynamic_sampling=True, max_rounds=1, drop_failed=True)
+    settings = CollectSettings(seed=0, prompts=1, per_round=2, group_size=2, dynamic_sampling=True,
+                               max_rounds=1, drop_failed=True)
+    got = collect(play, TaskStream([0, 1], seed=0, shuffle=False), settings, step=1)
     assert got.groups_kept == 1 and len(got.kept) == 2 and {t.reward for t in got.kept} == {0.0, 1.0}
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from envs.sandbox import IsolationUnavailable, LocalSandbox
+from envs.sandbox.http_guard import check_bind
+from envs.sandbox.server import create_app, server_config
+
 app = typer.Typer(help="The code sandbox (bubblewrap-isolated, SandboxFusion-compatible HTTP server).",
                   no_args_is_help=True)
 
@@ -24,10 +28,6 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to bind; keep it
           ) -> None:
     """Serve POST /run_code, POST /run_jupyter and GET /v1/ping (SandboxFusion wire format)."""
     import uvicorn
-
-    from envs.sandbox import IsolationUnavailable, LocalSandbox
-    from envs.sandbox.http_guard import check_bind
-    from envs.sandbox.server import create_app, server_config
 
     try:
         check_bind(host, token=token or None, insecure=insecure)
