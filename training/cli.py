@@ -14,7 +14,7 @@ app = typer.Typer(help="STARE Gym: tool environments, exact-token rollouts, STAR
 # (module under training.commands, group name or None for top-level commands)
 _GROUPS: list[tuple[str, str | None]] = [
     ("algo", "algo"), ("tasks", "tasks"), ("envs", "envs"), ("sandbox", "sandbox"),
-    ("train", None), ("bench", None),
+    ("train", None), ("bench", None), ("sft", None),
 ]
 
 
