@@ -10,4 +10,13 @@ from training.sft.data import Demo, read_demos, write_demos
 from training.sft.encode import encode_demo, encode_demos
 from training.sft.loop import SFTConfig, sft_step, train_sft
 
-__all__ = ["Demo", "SFTConfig", "encode_demo", "encode_demos", "read_demos", "sft_step", "train_sft", "write_demos"]
+__all__ = [
+    "Demo",
+    "SFTConfig",
+    "encode_demo",
+    "encode_demos",
+    "read_demos",
+    "sft_step",
+    "train_sft",
+    "write_demos",
+]

@@ -1,4 +1,4 @@
-"""Demonstration files: one episode per record as OpenAI-style chat messages, JSONL or verl parquet.
+r"""Demonstration files: one episode per record as OpenAI-style chat messages, JSONL or verl parquet.
 
 A record (one JSONL line, or one parquet row with the same columns):
 
@@ -76,7 +76,7 @@ def check_record(record: Any, where: str) -> Demo:
             m["content"] = ""
         if not isinstance(m["content"], str):
             raise DemoFileError(f"{where}: messages[{i}].content must be a string")
-    while messages and messages[-1]["role"] != "assistant":   # trailing env feedback is not trained
+    while messages and messages[-1]["role"] != "assistant":  # trailing env feedback is not trained
         messages.pop()
     if not any(m["role"] == "assistant" for m in messages):
         raise DemoFileError(f"{where}: no assistant message, so nothing to learn from")
@@ -87,8 +87,13 @@ def check_record(record: Any, where: str) -> Demo:
     if isinstance(tools, str):
         tools = json.loads(tools)
     reward = record.get("reward")
-    return Demo(messages=messages, tools=list(tools), task_id=str(record.get("task_id") or ""),
-                reward=None if reward is None else float(reward), source=str(record.get("source") or ""))
+    return Demo(
+        messages=messages,
+        tools=list(tools),
+        task_id=str(record.get("task_id") or ""),
+        reward=None if reward is None else float(reward),
+        source=str(record.get("source") or ""),
+    )
 
 
 def read_demos(path: str | Path) -> list[Demo]:
@@ -119,6 +124,7 @@ def read_demos(path: str | Path) -> list[Demo]:
 
 def _parquet(path: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
+
     return pq.read_table(path).to_pylist()
 
 

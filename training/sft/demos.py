@@ -68,13 +68,16 @@ def find_solver(env: Any, env_id: str) -> Solver:
         return method
     if env_id in SOLVERS:
         return SOLVERS[env_id]
-    raise LookupError(f"{env_id} has no scripted solver: give its env class a `solve(self, task, rng)` "
-                      "method returning the assistant turns (docs/sft.md), or sample demonstrations "
-                      "from a model with `stare demos ENV_ID --policy MODEL_DIR`")
+    raise LookupError(
+        f"{env_id} has no scripted solver: give its env class a `solve(self, task, rng)` "
+        "method returning the assistant turns (docs/sft.md), or sample demonstrations "
+        "from a model with `stare demos ENV_ID --policy MODEL_DIR`"
+    )
 
 
-def play_script(make_env: Callable[[], Any], task: Task, turns: Sequence[str], *, max_turns: int,
-                source: str = "solver") -> Demo:
+def play_script(
+    make_env: Callable[[], Any], task: Task, turns: Sequence[str], *, max_turns: int, source: str = "solver"
+) -> Demo:
     """Play `turns` through a fresh env for `task`; the transcript and reward as a `Demo`."""
     env = make_env()
     try:
@@ -89,13 +92,26 @@ def play_script(make_env: Callable[[], Any], task: Task, turns: Sequence[str], *
             transcript += [dict(m) for m in observation]
     finally:
         env.close()
-    record = {"messages": transcript, "tools": info.get("tools") or [], "task_id": task.id,
-              "reward": reward, "source": source}
+    record = {
+        "messages": transcript,
+        "tools": info.get("tools") or [],
+        "task_id": task.id,
+        "reward": reward,
+        "source": source,
+    }
     return check_record(record, f"task {task.id}")
 
 
-def play_solver(make_env: Callable[[], Any], tasks: Sequence[Task], solver: Solver, *, copies: int = 1,
-                seed: int = 0, max_turns: int = 8, max_workers: int = 4) -> list[Demo]:
+def play_solver(
+    make_env: Callable[[], Any],
+    tasks: Sequence[Task],
+    solver: Solver,
+    *,
+    copies: int = 1,
+    seed: int = 0,
+    max_turns: int = 8,
+    max_workers: int = 4,
+) -> list[Demo]:
     """`copies` scripted episodes of every task (copy-major order), solver draws from `Random(seed)`.
 
     The scripts are drawn first, in order, so the demonstrations depend only on the seed; the
@@ -108,29 +124,55 @@ def play_solver(make_env: Callable[[], Any], tasks: Sequence[Task], solver: Solv
         return list(pool.map(lambda job: play_script(make_env, job[0], job[1], max_turns=max_turns), jobs))
 
 
-def sample_demos(make_env: Callable[[], Any], model: Any, tokenizer: Any, tasks: Sequence[Task], *,
-                 k: int, sampling: SamplingParams, limits: RolloutLimits, seed: int = 0,
-                 max_workers: int = 4, chunk: int = 16) -> tuple[list[Demo], int]:
+def sample_demos(
+    make_env: Callable[[], Any],
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    *,
+    k: int,
+    sampling: SamplingParams,
+    limits: RolloutLimits,
+    seed: int = 0,
+    max_workers: int = 4,
+    chunk: int = 16,
+) -> tuple[list[Demo], int]:
     """Rejection sampling: play `k` episodes per task with `model`, keep the rewarded ones.
 
     Returns:
         (the demonstrations with reward > 0 and no world failure, the number of episodes played).
     """
-    policy = HFPolicy(model, eos_token_ids=[tokenizer.eos_token_id],
-                      pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None
-                      else tokenizer.eos_token_id)
+    policy = HFPolicy(
+        model,
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    )
     probe = make_env()
     tools = probe.reset(options={"task": tasks[0]})[1].get("tools") or []
     probe.close()
     kept, played = [], 0
     for lo in range(0, len(tasks), chunk):
         part = list(tasks[lo : lo + chunk])
-        trajs = rollout_batch(make_env, policy, tokenizer, part, group_size=k, sampling=sampling,
-                              limits=limits, seed=seed + lo * k, max_workers=max_workers)
+        trajs = rollout_batch(
+            make_env,
+            policy,
+            tokenizer,
+            part,
+            group_size=k,
+            sampling=sampling,
+            limits=limits,
+            seed=seed + lo * k,
+            max_workers=max_workers,
+        )
         played += len(trajs)
         for traj in trajs:
             if traj.reward > 0 and not traj.failed:
-                record = {"messages": traj.messages, "tools": tools, "task_id": traj.task_id,
-                          "reward": traj.reward, "source": "policy"}
+                record = {
+                    "messages": traj.messages,
+                    "tools": tools,
+                    "task_id": traj.task_id,
+                    "reward": traj.reward,
+                    "source": "policy",
+                }
                 kept.append(check_record(record, f"task {traj.task_id}"))
     return kept, played

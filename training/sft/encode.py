@@ -28,7 +28,7 @@ from training.sft.data import Demo
 
 
 def tool_call_block(call: dict[str, Any]) -> str:
-    """One OpenAI tool call as the Hermes text a policy writes: `<tool_call>{"name", "arguments"}</tool_call>`."""
+    """One OpenAI tool call as the Hermes text a policy writes: `<tool_call>{name, arguments}</tool_call>`."""
     fn = call.get("function", call)
     args = fn.get("arguments", {})
     if isinstance(args, str):
@@ -54,12 +54,19 @@ def _turns(messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         if m["role"] == "assistant":
             turns.append((m, []))
         else:
-            turns[-1][1].append({k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")})
+            turns[-1][1].append(
+                {k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")}
+            )
     return list(messages[:first]), turns
 
 
-def encode_demo(demo: Demo, tokenizer: Any, limits: RolloutLimits | None = None, *,
-                render_kwargs: dict[str, Any] | None = None) -> Trajectory:
+def encode_demo(
+    demo: Demo,
+    tokenizer: Any,
+    limits: RolloutLimits | None = None,
+    *,
+    render_kwargs: dict[str, Any] | None = None,
+) -> Trajectory:
     """The token trajectory of `demo` (see the module docstring).
 
     Args:
@@ -90,8 +97,12 @@ def encode_demo(demo: Demo, tokenizer: Any, limits: RolloutLimits | None = None,
         left = limits.max_response_tokens - len(traj.response_ids)
         stopped = not cut and len(sampled) <= left
         sampled = sampled[:left]
-        ledger.add_sampled(ledger.context(), Completion(ids=sampled, logprobs=[0.0] * len(sampled),
-                                                         finish_reason="stop" if stopped else "length"))
+        ledger.add_sampled(
+            ledger.context(),
+            Completion(
+                ids=sampled, logprobs=[0.0] * len(sampled), finish_reason="stop" if stopped else "length"
+            ),
+        )
         traj.num_turns += 1
         if not stopped or index == len(turns) - 1 or index + 1 == limits.max_turns:
             traj.finish_reason = "stop" if stopped else "length"
@@ -109,7 +120,12 @@ def encode_demo(demo: Demo, tokenizer: Any, limits: RolloutLimits | None = None,
     return traj
 
 
-def encode_demos(demos: Sequence[Demo], tokenizer: Any, limits: RolloutLimits | None = None, *,
-                 render_kwargs: dict[str, Any] | None = None) -> list[Trajectory]:
+def encode_demos(
+    demos: Sequence[Demo],
+    tokenizer: Any,
+    limits: RolloutLimits | None = None,
+    *,
+    render_kwargs: dict[str, Any] | None = None,
+) -> list[Trajectory]:
     """`encode_demo` of each demonstration, in order."""
     return [encode_demo(d, tokenizer, limits, render_kwargs=render_kwargs) for d in demos]

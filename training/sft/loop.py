@@ -47,7 +47,7 @@ class SFTConfig:
     grad_clip: float = 1.0
     """Global gradient-norm clip (0 = none)."""
     micro_batch_tokens: int = 0
-    """Padded tokens per forward/backward micro-batch, rows grouped by length (0 = the whole batch at once)."""
+    """Padded tokens per forward/backward micro-batch, rows grouped by length (0 = whole batch)."""
     seed: int = 0
     """Seed of the demonstration order."""
 
@@ -103,8 +103,16 @@ def lr_at(step: int, cfg: SFTConfig) -> float:
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def sft_step(model: Any, optimizer: Any, demos: Sequence[Trajectory], cfg: SFTConfig, *, pad_id: int,
-             lr: float, accelerator: Any = None) -> dict[str, float]:
+def sft_step(
+    model: Any,
+    optimizer: Any,
+    demos: Sequence[Trajectory],
+    cfg: SFTConfig,
+    *,
+    pad_id: int,
+    lr: float,
+    accelerator: Any = None,
+) -> dict[str, float]:
     """One optimizer step on `demos`; returns loss, grad norm, tokens and padding share.
 
     With `micro_batch_tokens` the batch is cut by `training.batch.micro_batches` (rows sorted by
@@ -114,8 +122,11 @@ def sft_step(model: Any, optimizer: Any, demos: Sequence[Trajectory], cfg: SFTCo
     batch = collate(demos, torch.zeros(len(demos)), pad_id=pad_id)
     total = batch.loss_mask.sum().clamp(min=1.0)
     rows = list(range(batch.size))
-    groups = (micro_batches(batch, rows, cfg.micro_batch_tokens, by_length=True)
-              if cfg.micro_batch_tokens else [rows])
+    groups = (
+        micro_batches(batch, rows, cfg.micro_batch_tokens, by_length=True)
+        if cfg.micro_batch_tokens
+        else [rows]
+    )
     device = accelerator.device if accelerator is not None else next(model.parameters()).device
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -132,13 +143,24 @@ def sft_step(model: Any, optimizer: Any, demos: Sequence[Trajectory], cfg: SFTCo
     norm = clip(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
     optimizer.step()
     real = int(batch.attention_mask.sum())
-    return {"sft/loss": loss_sum, "sft/grad_norm": float(norm), "sft/lr": lr,
-            "sft/trained_tokens": float(total), "sft/micro_batches": float(len(groups)),
-            "sft/padding": 1.0 - real / max(1, padded)}
+    return {
+        "sft/loss": loss_sum,
+        "sft/grad_norm": float(norm),
+        "sft/lr": lr,
+        "sft/trained_tokens": float(total),
+        "sft/micro_batches": float(len(groups)),
+        "sft/padding": 1.0 - real / max(1, padded),
+    }
 
 
-def train_sft(model: PreTrainedModel, demos: Sequence[Trajectory], cfg: SFTConfig, *, pad_id: int,
-              log: Callable[[int, float, float], None] | None = None) -> list[float]:
+def train_sft(
+    model: PreTrainedModel,
+    demos: Sequence[Trajectory],
+    cfg: SFTConfig,
+    *,
+    pad_id: int,
+    log: Callable[[int, float, float], None] | None = None,
+) -> list[float]:
     """Fit `model` to the sampled tokens of `demos` in one process; returns the loss of every step.
 
     `log(step, loss, seconds)` is called every 50 steps and at the end when given. (`stare sft`
@@ -150,7 +172,9 @@ def train_sft(model: PreTrainedModel, demos: Sequence[Trajectory], cfg: SFTConfi
     order, losses, start = DemoOrder(len(demos), cfg.batch_size, cfg.seed), [], time.perf_counter()
     model.train()
     for step in range(cfg.steps):
-        record = sft_step(model, opt, [demos[i] for i in order.next()], cfg, pad_id=pad_id, lr=lr_at(step, cfg))
+        record = sft_step(
+            model, opt, [demos[i] for i in order.next()], cfg, pad_id=pad_id, lr=lr_at(step, cfg)
+        )
         losses.append(record["sft/loss"])
         if log is not None and ((step + 1) % 50 == 0 or step + 1 == cfg.steps):
             log(step + 1, losses[-1], time.perf_counter() - start)

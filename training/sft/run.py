@@ -43,8 +43,11 @@ class SFTRun:
     out: Path
     """Run directory: metrics.jsonl, checkpoints/, model/."""
     sft: SFTConfig = field(default_factory=SFTConfig)
-    limits: RolloutLimits = field(default_factory=lambda: RolloutLimits(
-        max_turns=64, max_response_tokens=4096, max_tool_output_tokens=None))
+    limits: RolloutLimits = field(
+        default_factory=lambda: RolloutLimits(
+            max_turns=64, max_response_tokens=4096, max_tool_output_tokens=None
+        )
+    )
     """Budgets applied when encoding (use the RL run's, so SFT trains what RL will see)."""
     tiny: TinySpec = field(default_factory=TinySpec)
     """Size of a from-scratch model (`model="tiny"`)."""
@@ -64,22 +67,29 @@ def load_model(spec: str, demos: list[Demo], run: SFTRun) -> tuple[Any, Any]:
     if spec == "tiny":
         return build_scratch(demos, run.tiny)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     path = Path(spec).expanduser()
     if spec.startswith("preset:"):
         from training.preset import resolve_model_path
+
         path = Path(resolve_model_path(spec, Path(run.cache_dir).expanduser()))
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"model {spec!r}: {path} holds no config.json; give a local HF model directory, "
-                                "preset:<name>, or `tiny` to build a model from the demonstrations")
+        raise FileNotFoundError(
+            f"model {spec!r}: {path} holds no config.json; give a local HF model directory, "
+            "preset:<name>, or `tiny` to build a model from the demonstrations"
+        )
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"model {spec!r}: the tokenizer has no chat template; SFT renders demonstrations with it")
+        raise ValueError(
+            f"model {spec!r}: the tokenizer has no chat template; SFT renders demonstrations with it"
+        )
     return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32), tokenizer
 
 
 def run_sft(run: SFTRun, *, resume: bool = False) -> dict[str, Any]:
     """Train; returns the summary also written to <out>/sft.json (losses, timings, model dir)."""
     from accelerate import Accelerator
+
     demos = [d for path in run.demos for d in read_demos(path)]
     model, tokenizer = load_model(run.model, demos, run)
     trajs = [t for t in encode_demos(demos, tokenizer, run.limits) if sum(t.loss_mask)]
@@ -97,37 +107,58 @@ def run_sft(run: SFTRun, *, resume: bool = False) -> dict[str, Any]:
         state = load_checkpoint(checkpoint, acc)
         start, elapsed = int(state["step"]), float(state["elapsed"])
         order.skip(start)
-    logger = MetricsLogger(run.out, total_steps=run.sft.steps, tensorboard=run.tensorboard,
-                           progress=run.progress, start_step=start)
+    logger = MetricsLogger(
+        run.out,
+        total_steps=run.sft.steps,
+        tensorboard=run.tensorboard,
+        progress=run.progress,
+        start_step=start,
+    )
     began, losses = time.perf_counter(), []
     model.train()
     try:
         for step in range(start + 1, run.sft.steps + 1):
             t0 = time.perf_counter()
-            record = sft_step(model, optimizer, [trajs[i] for i in order.next()], run.sft, pad_id=pad,
-                              lr=lr_at(step - 1, run.sft), accelerator=acc)
+            record = sft_step(
+                model,
+                optimizer,
+                [trajs[i] for i in order.next()],
+                run.sft,
+                pad_id=pad,
+                lr=lr_at(step - 1, run.sft),
+                accelerator=acc,
+            )
             losses.append(record["sft/loss"])
             seconds = elapsed + time.perf_counter() - began
             logger.log({"step": step, **record, "time/step_s": time.perf_counter() - t0, "time": seconds})
             if (run.save_every and step % run.save_every == 0) or step == run.sft.steps:
-                save_checkpoint(run.out, step, acc, {"elapsed": seconds, "demos": len(trajs)},
-                                keep=run.keep_checkpoints)
+                save_checkpoint(
+                    run.out, step, acc, {"elapsed": seconds, "demos": len(trajs)}, keep=run.keep_checkpoints
+                )
     finally:
         logger.close()
     return _finish(run, acc, model, tokenizer, trajs, losses, elapsed + time.perf_counter() - began)
 
 
-def _finish(run: SFTRun, acc: Any, model: Any, tokenizer: Any, trajs: list[Any], losses: list[float],
-            seconds: float) -> dict[str, Any]:
+def _finish(
+    run: SFTRun, acc: Any, model: Any, tokenizer: Any, trajs: list[Any], losses: list[float], seconds: float
+) -> dict[str, Any]:
     out = run.out / "model"
     if acc.is_main_process:
         shutil.rmtree(out, ignore_errors=True)
         acc.unwrap_model(model).save_pretrained(str(out))
         tokenizer.save_pretrained(str(out))
-    summary = {"model_dir": str(out), "steps": run.sft.steps, "demos": len(trajs),
-               "trained_tokens_per_demo": sum(sum(t.loss_mask) for t in trajs) / len(trajs),
-               "loss_first": losses[0] if losses else None, "loss_final": losses[-1] if losses else None,
-               "seconds": seconds, "config": asdict(run.sft), "base": run.model}
+    summary = {
+        "model_dir": str(out),
+        "steps": run.sft.steps,
+        "demos": len(trajs),
+        "trained_tokens_per_demo": sum(sum(t.loss_mask) for t in trajs) / len(trajs),
+        "loss_first": losses[0] if losses else None,
+        "loss_final": losses[-1] if losses else None,
+        "seconds": seconds,
+        "config": asdict(run.sft),
+        "base": run.model,
+    }
     if acc.is_main_process:
         (run.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
     return summary

@@ -1,4 +1,4 @@
-"""A from-scratch tiny model for any env: tokenizer and model sized from the env's demonstrations.
+r"""A from-scratch tiny model for any env: tokenizer and model sized from the env's demonstrations.
 
 The CPU preset's recipe, generalised: a byte-level BPE tokenizer (`training.preset.tokenizer`)
 trained on the demonstrations' own rendered text, with the fixed strings of their format as single
@@ -34,24 +34,37 @@ class TinySpec:
 
 
 def format_tokens(demos: Sequence[Demo]) -> tuple[str, ...]:
-    """The fixed strings of the demonstrations' format: `{"name": "<tool>", "arguments": {` per tool, `\\boxed{`."""
-    names = sorted({str((c.get("function") or c)["name"]) for d in demos for m in d.messages
-                    for c in m.get("tool_calls") or []}
-                   | {str(t.get("function", t).get("name")) for d in demos for t in d.tools}
-                   | set(re.findall(r'<tool_call>\{"name": "([^"]+)"',
-                                    " ".join(m["content"] for d in demos for m in d.messages))))
+    r"""Fixed strings of the demos' format: `{"name": "<tool>", "arguments": {` per tool, `\\boxed{`."""
+    names = sorted(
+        {
+            str((c.get("function") or c)["name"])
+            for d in demos
+            for m in d.messages
+            for c in m.get("tool_calls") or []
+        }
+        | {str(t.get("function", t).get("name")) for d in demos for t in d.tools}
+        | set(
+            re.findall(
+                r'<tool_call>\{"name": "([^"]+)"', " ".join(m["content"] for d in demos for m in d.messages)
+            )
+        )
+    )
     return tuple(f'{{"name": "{n}", "arguments": {{' for n in names) + ("\\boxed{",)
 
 
 def plain_messages(demo: Demo) -> list[dict[str, str]]:
     """The demonstration with each assistant turn as the text a policy writes (tool calls inlined)."""
-    return [{"role": m["role"], "content": assistant_text(m) if m["role"] == "assistant" else m["content"]}
-            for m in demo.messages]
+    return [
+        {"role": m["role"], "content": assistant_text(m) if m["role"] == "assistant" else m["content"]}
+        for m in demo.messages
+    ]
 
 
 def demo_corpus(demos: Sequence[Demo], fixed: Sequence[str]) -> Iterator[str]:
     """Rendered demonstrations, split around special and fixed tokens (the BPE training text)."""
-    split = re.compile("|".join(re.escape(t) for t in sorted((*SPECIAL_TOKENS, *fixed), key=len, reverse=True)))
+    split = re.compile(
+        "|".join(re.escape(t) for t in sorted((*SPECIAL_TOKENS, *fixed), key=len, reverse=True))
+    )
     for demo in demos:
         for segment in split.split(render_chatml(plain_messages(demo))):
             if segment:
@@ -68,7 +81,13 @@ def build_scratch(demos: Sequence[Demo], spec: TinySpec = TinySpec()) -> tuple[A
     positions = 64
     while positions < 2 * longest:
         positions *= 2
-    model = build_tiny_model(tokenizer, hidden_size=spec.hidden_size, num_layers=spec.num_layers,
-                             intermediate_size=spec.intermediate_size, num_heads=spec.num_heads,
-                             max_positions=positions, seed=spec.seed)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=spec.hidden_size,
+        num_layers=spec.num_layers,
+        intermediate_size=spec.intermediate_size,
+        num_heads=spec.num_heads,
+        max_positions=positions,
+        seed=spec.seed,
+    )
     return model, tokenizer
