@@ -1,7 +1,9 @@
 """Build, measure and cache a preset's warm-started model: `resolve_model_path("preset:cpu-tiny", cache)`.
 
 Build (once per settings hash, then cached): train the tokenizer → build the tiny Qwen2 model →
-play scripted-searcher demonstrations through the real env → SFT on their sampled tokens → measure
+`stare demos`: the Countdown solver's episodes played through the real env (`training.sft.demos`,
+written to `demos.jsonl` in the model directory) → `stare sft`: encode them with the rollouts'
+renderer and ledger and fit their sampled tokens (`training.sft.encode`, `training.sft.loop`) → measure
 on held-out Countdown with the RL sampling (T = 1, top-p = 1): pass@1 (= avg@k), pass@k and the
 token entropy of sampled tokens → `save_pretrained` model and tokenizer plus `warmstart.json`.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -33,13 +36,17 @@ from agents.hf_policy import HFPolicy
 from agents.policy import SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
 from training.evaluate import evaluate_set
-from training.preset.demos import make_demos
+from training.preset.demos import demo_stats
 from training.preset.model import build_tiny_model
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
-from training.preset.sft import SFTConfig, train_sft
 from training.preset.tokenizer import build_tokenizer, synthetic_corpus
+from training.sft.data import write_demos
+from training.sft.demos import countdown_solver, play_solver
+from training.sft.encode import encode_demos
+from training.sft.loop import SFTConfig, train_sft
 
 WARMSTART_FILE = "warmstart.json"
+DEMOS_FILE = "demos.jsonl"
 LIVE_EPISODES = 64
 """Episodes per `rollout_batch` call during the build (the local sandbox caps live sessions at 64)."""
 
@@ -87,32 +94,16 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         seed=settings.seed,
     )
     make_env = make_env_factory(settings)
-    probe = make_env()
-
-    def initial_prompt(task: Any) -> list[int]:
-        messages, _ = probe.reset(options={"task": task})
-        return list(
-            tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        )
-
     t0 = time.perf_counter()
     puzzles = train_tasks[: settings.demo_puzzles or None]
-    demos, demo_stats = make_demos(
-        puzzles,
-        copies=settings.demo_copies,
-        make_env=make_env,
-        tokenizer=tokenizer,
-        initial_prompt=initial_prompt,
-        limits=rollout_limits(settings),
-        seed=settings.seed,
-        max_tries=settings.demo_max_tries,
-        chunk=LIVE_EPISODES,
-    )
-    probe.close()
+    solver = functools.partial(countdown_solver, max_tries=settings.demo_max_tries)
+    episodes = play_solver(make_env, puzzles, solver, copies=settings.demo_copies, seed=settings.seed,
+                           max_turns=settings.max_turns)
+    write_demos(out_dir / DEMOS_FILE, episodes)
+    demos = encode_demos(episodes, tokenizer, rollout_limits(settings))
+    stats = demo_stats(demos, puzzles, settings.demo_copies)
     demo_s = time.perf_counter() - t0
-    _log(f"{len(demos)} demonstrations in {demo_s:.0f} s: {demo_stats}")
+    _log(f"{len(demos)} demonstrations in {demo_s:.0f} s: {stats}")
     t0 = time.perf_counter()
     sft = SFTConfig(
         steps=settings.sft_steps,
@@ -143,7 +134,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         "sft_loss_first": losses[0],
         "sft_loss_final": losses[-1],
         "num_demos": len(demos),
-        **demo_stats,
+        **stats,
         "params": sum(p.numel() for p in model.parameters()),
         "vocab": len(tokenizer),
         "demo_seconds": demo_s,

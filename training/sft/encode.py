@@ -116,6 +116,13 @@ def encode_demo(
             traj.finish_reason = "length"
             break
     traj.messages = list(demo.messages)
+    traj.metrics = {
+        "tool_calls": float(
+            sum(m["role"] == "tool" for _, after in turns[: traj.num_turns - 1] for m in after)
+        ),
+        "sampled_tokens": float(sum(traj.loss_mask)),
+        "response_tokens": float(len(traj.response_ids)),
+    }
     ledger.check(tokenizer)
     return traj
 
