@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 import stare
-from training import distributed, runtime
+from training import alarm, distributed, runtime
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
 from training.batch import Batch, collate, placeholder_rows
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -239,7 +239,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             "time/reset_s": collected.reset_s, "time/prefetch_s": collected.prefetch_s,
             "time/old_logprob_s": t_old, "time/update_s": t_update,
             "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
-            "time": _elapsed(run)}
+            "time": _elapsed(run), **alarm.check(run, step, collected)}
 
 
 def global_episode_metrics(trajs: list[Any]) -> dict[str, float]:
