@@ -40,7 +40,7 @@ def resolve_algo(cfg: TrainConfig, model_dir: Path) -> stare.AlgoConfig:
         return cfg.algo
     if value == "auto":
         from training.preset import resolve_target_entropy
-        target = float(resolve_target_entropy(model_dir, cfg.train.target_entropy_factor))
+        target = float(resolve_target_entropy(model_dir, cfg.train.target_entropy_factor, cfg))
     else:
         target = float(value)
     return cfg.algo.replace(stare=cfg.algo.stare.replace(target_entropy=target))

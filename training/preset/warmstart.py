@@ -37,6 +37,7 @@ from agents.policy import SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
 from training.evaluate import evaluate_set
 from training.preset.demos import demo_stats
+from training.preset.entropy import measure_start_entropy
 from training.preset.model import build_tiny_model
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
 from training.preset.tokenizer import build_tokenizer, synthetic_corpus
@@ -259,14 +260,26 @@ def read_warmstart(model_dir: Path | str) -> dict[str, Any]:
     path = Path(model_dir) / WARMSTART_FILE
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} not found: target entropy 'auto' needs a model built by a preset "
-            "(model.path=preset:cpu-tiny) or a number (train.target_entropy=0.3)"
+            f"{path} not found: train.target_entropy=auto measures other models from the run's config "
+            "(pass it), or set a number (train.target_entropy=0.3)"
         )
     return json.loads(path.read_text())
 
 
-def resolve_target_entropy(model_dir: Path | str, factor: float) -> float:
-    """H_tgt = factor × the measured post-warm-start entropy of `model_dir` (CPU_DEMO uses 0.7)."""
+def resolve_target_entropy(model_dir: Path | str, factor: float, cfg: Any = None) -> float:
+    """H_tgt = factor × the starting policy's entropy (the cpu-tiny preset uses factor 0.7).
+
+    The entropy is the one recorded in a preset build's `warmstart.json`; for any other model it is
+    measured on the run's training tasks (`training.preset.entropy`), which needs the run's `cfg`.
+
+    Raises:
+        FileNotFoundError: No warmstart.json and no `cfg` to measure with (the message says what to set).
+    """
     if not 0 < factor:
         raise ValueError(f"target entropy factor must be > 0, got {factor}")
-    return factor * float(read_warmstart(model_dir)["entropy"])
+    if (Path(model_dir) / WARMSTART_FILE).exists() or cfg is None:
+        return factor * float(read_warmstart(model_dir)["entropy"])
+    entropy = measure_start_entropy(cfg, Path(model_dir))
+    _log(f"target_entropy=auto: starting entropy {entropy:.4f} measured on {cfg.data.train_tasks}; "
+         f"H_tgt = {factor} x {entropy:.4f} = {factor * entropy:.4f}")
+    return factor * entropy
