@@ -30,6 +30,12 @@ def resolve_model_dir(cfg: TrainConfig) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"model.path={spec!r} is not a directory. Give a local HF model directory "
                                 "(nothing is downloaded at run time) or a preset such as preset:cpu-tiny")
+    if not (path / "config.json").is_file():
+        hint = (" It looks like a run directory whose final model was not saved (the run did not finish, "
+                "or log.save_model=false); its checkpoints are in checkpoints/, resume it with --resume"
+                if (path / "checkpoints").is_dir() or (path / "metrics.jsonl").is_file() else "")
+        raise FileNotFoundError(f"model.path={spec!r} holds no model: config.json (and the weights) are "
+                                f"missing in {path}.{hint}")
     return path
 
 

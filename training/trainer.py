@@ -186,7 +186,14 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
         Summary: run_dir, steps, wall_s, `final` (the last step record) and `eval` (the last
         evaluation record, or {}).
     """
-    return fit(setup(cfg, resume=resume))
+    existed = cfg.run_path.exists()
+    try:
+        run = setup(cfg, resume=resume)
+    except BaseException:
+        if not existed:   # a failed setup leaves no empty run directory behind
+            shutil.rmtree(cfg.run_path, ignore_errors=True)
+        raise
+    return fit(run)
 
 
 def fit(run: Run) -> dict[str, Any]:

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from training.commands.plugins import import_plugins
 from training.commands.ranks import echo_main
 
 Opt = typer.Option
-
-
-def import_plugin(spec: str) -> None:
-    """Import a module by name, or a `.py` file by path (it registers its envs when imported)."""
-    path = Path(spec)
-    if spec.endswith(".py"):
-        if not path.is_file():
-            raise typer.BadParameter(f"--import {spec}: no such file")
-        sys.path.insert(0, str(path.resolve().parent))
-        importlib.import_module(path.stem)
-    else:
-        importlib.import_module(spec)
 
 
 def demos(
@@ -62,8 +48,7 @@ def demos(
     from training.sft import demos as gen
     from training.sft.data import dedupe, write_demos
 
-    for spec in plugin or []:
-        import_plugin(spec)
+    import_plugins(plugin)
     kwargs = json.loads(env_kwargs)
     probe = envs.make(env_id, **kwargs)
     task_list = (
