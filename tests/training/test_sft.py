@@ -11,9 +11,10 @@ from agents.trajectory import Segment
 from tasks.countdown import countdown_splits
 from training.preset import build_tiny_model, build_tokenizer, get_preset
 from training.preset.demos import make_demos
+from training.preset.solver import countdown_solver
 from training.preset.warmstart import make_env_factory, rollout_limits
 from training.sft.data import DemoFileError, check_record, dedupe, read_demos, write_demos
-from training.sft.demos import countdown_solver, find_solver, play_solver
+from training.sft.demos import find_solver, play_solver
 from training.sft.encode import encode_demo, encode_demos
 from training.sft.loop import SFTConfig, sft_loss, sft_step
 from training.sft.run import SFTRun, run_sft

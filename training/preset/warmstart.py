@@ -40,9 +40,10 @@ from training.preset.demos import demo_stats
 from training.preset.entropy import measure_start_entropy
 from training.preset.model import build_tiny_model
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
+from training.preset.solver import countdown_solver
 from training.preset.tokenizer import build_tokenizer, synthetic_corpus
 from training.sft.data import write_demos
-from training.sft.demos import countdown_solver, play_solver
+from training.sft.demos import play_solver
 from training.sft.encode import encode_demos
 from training.sft.loop import SFTConfig, train_sft
 

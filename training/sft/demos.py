@@ -4,7 +4,7 @@ Solver protocol: a solver is `solve(task, rng) -> list[str] | None`, the assista
 as Hermes `<tool_call>` text, then the answer) that a policy would write for `task`, or None when it
 has no script for that task. An env provides one as a `solve(self, task, rng)` method; an env that
 cannot import training code can have one registered here with `register_solver(env_id, fn)`
-(`stare/PythonTool-v0` gets the Countdown searcher of the CPU preset this way).
+(`stare/PythonTool-v0` gets the CPU preset's Countdown searcher, `training.preset.solver`).
 
 `play_solver` plays the turns through the real env (`reset`, then `step` per turn, as a rollout
 does) and records the transcript the env produced, so tool results are the env's own. No tokenizer
@@ -17,6 +17,7 @@ the env rewarded.
 
 from __future__ import annotations
 
+import importlib
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,34 +28,18 @@ from agents.hf_policy import HFPolicy
 from agents.policy import SamplingParams
 from agents.rollout import rollout_batch
 from tasks.task import Task
-from training.preset.demos import scripted_turns
 from training.sft.data import Demo, check_record
 
 Solver = Callable[[Task, random.Random], "list[str] | None"]
 """`solve(task, rng)`: the assistant turns for `task`, or None (see the module docstring)."""
 
-SOLVERS: dict[str, Solver] = {}
-"""Solvers registered for env ids whose env class has no `solve` method."""
+SOLVERS: dict[str, Solver | str] = {"stare/PythonTool-v0": "training.preset.solver:countdown_solver"}
+"""Solvers for env ids whose env class has no `solve` method: a function or a lazy "module:function"."""
 
 
-def register_solver(env_id: str, solver: Solver) -> None:
-    """Register `solver` for `env_id` (an env's own `solve` method takes precedence)."""
+def register_solver(env_id: str, solver: Solver | str) -> None:
+    """Register `solver` (or "module:function") for `env_id`; an env's own `solve` method wins."""
     SOLVERS[env_id] = solver
-
-
-def countdown_solver(task: Task, rng: random.Random, *, max_tries: int = 4) -> list[str] | None:
-    """The CPU preset's imperfect Countdown searcher (`training.preset.demos.scripted_turns`).
-
-    It tries k ~ U{1..max_tries} candidate expressions with `code_interpreter` and boxes the first
-    hit or the last try, so some of its demonstrations are wrong on purpose (room left for RL).
-    Tasks without Countdown numbers get None.
-    """
-    if "numbers" not in task.meta or "target" not in task.meta:
-        return None
-    return scripted_turns(task, rng, max_tries=max_tries)[0]
-
-
-register_solver("stare/PythonTool-v0", countdown_solver)
 
 
 def find_solver(env: Any, env_id: str) -> Solver:
@@ -67,7 +52,11 @@ def find_solver(env: Any, env_id: str) -> Solver:
     if callable(method):
         return method
     if env_id in SOLVERS:
-        return SOLVERS[env_id]
+        solver = SOLVERS[env_id]
+        if isinstance(solver, str):
+            module, name = solver.split(":")
+            solver = getattr(importlib.import_module(module), name)
+        return solver
     raise LookupError(
         f"{env_id} has no scripted solver: give its env class a `solve(self, task, rng)` "
         "method returning the assistant turns (docs/sft.md), or sample demonstrations "
