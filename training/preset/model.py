@@ -19,7 +19,7 @@ def build_tiny_model(
 ) -> Qwen2ForCausalLM:
     """Build a randomly initialised Qwen2ForCausalLM sized for CPU RL.
 
-    The defaults give the CPU_DEMO "tiny" model: hidden 64, 4 layers, FFN 256, 4 heads, tied
+    The defaults give the CPU preset's model: hidden 64, 4 layers, FFN 256, 4 heads, tied
     embeddings; with a ~350-token vocabulary that is about 0.22M parameters.
 
     Args:
