@@ -233,3 +233,41 @@ def test_a_failed_setup_writes_no_run_directory(tmp_path):
             )
         )
     assert not (tmp_path / "run").exists()
+
+
+def test_rejection_sampling_keeps_the_rewarded_episodes_without_world_failures(monkeypatch, tok):
+    from agents.trajectory import Trajectory
+    from training.sft import demos as gen
+
+    def fake_rollout(make_env, policy, tokenizer, tasks, *, group_size, **kwargs):
+        out = []
+        for task in tasks:
+            for j, (reward, failed) in enumerate(
+                [(1.0, None), (0.0, None), (1.0, "SandboxDown")][:group_size]
+            ):
+                msgs = [
+                    {"role": "user", "content": task.prompt},
+                    {"role": "assistant", "content": f"\\boxed{{{j}}}"},
+                    {"role": "user", "content": "ok"},
+                ]
+                out.append(
+                    Trajectory(prompt_ids=[1], reward=reward, failed=failed, task_id=task.id, messages=msgs)
+                )
+        return out
+
+    monkeypatch.setattr(gen, "rollout_batch", fake_rollout)
+    tasks = list(countdown_splits()["train"][:2])
+    model = build_tiny_model(tok, hidden_size=32, num_layers=1, intermediate_size=64, num_heads=2)
+    kept, played = gen.sample_demos(
+        make_env_factory(get_preset("cpu-tiny")),
+        model,
+        tok,
+        tasks,
+        k=3,
+        sampling=None,
+        limits=RolloutLimits(),
+    )
+    assert played == 6 and [d.task_id for d in kept] == [t.id for t in tasks]
+    assert (
+        kept[0].messages[-1] == {"role": "assistant", "content": "\\boxed{0}"} and kept[0].source == "policy"
+    )
