@@ -18,6 +18,7 @@ from training.sft.demos import find_solver, play_solver
 from training.sft.encode import encode_demo, encode_demos
 from training.sft.loop import SFTConfig, sft_loss, sft_step
 from training.sft.run import SFTRun, run_sft
+from training.sft.scratch import TinySpec
 
 CALL = {"type": "function", "function": {"name": "code_interpreter", "arguments": '{"code": "print(1+2*3)"}'}}
 RECORD = {
@@ -201,6 +202,7 @@ def test_a_resumed_run_ends_exactly_where_a_straight_run_does(tmp_path):
                 save_every=2,
                 progress=False,
                 limits=RolloutLimits(max_turns=4, max_response_tokens=10**4),
+                tiny=TinySpec(hidden_size=32, num_layers=1, intermediate_size=64, num_heads=2),
             ),
             resume=resume,
         )
