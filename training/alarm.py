@@ -9,11 +9,14 @@ and, when a step keeps no group or `signal < min_share` for `patience` steps in 
 warning (console, process 0) with the likely cause measured from the step's episodes, and one
 failing episode's text. Causes, from the episodes of the step:
 
-    all rewards 1                          -> too easy (every sample solves it)
-    all rewards 0, mostly finish "length"  -> truncated by rollout.max_new_tokens / max_response_tokens
-    all rewards 0, mostly no parsed answer -> wrong format (no final answer the grader can read)
-    all rewards 0, mostly tool errors      -> malformed tool calls
-    all rewards 0, otherwise               -> too hard (answers given, all wrong)
+    (almost) all rewards 1                          -> too easy (every sample solves it)
+    (almost) all rewards 0, mostly finish "length"  -> truncated: raise rollout.max_new_tokens or the budget
+    (almost) all rewards 0, mostly no parsed answer -> wrong format (no final answer the grader can read)
+    (almost) all rewards 0, mostly tool errors      -> malformed tool calls
+    (almost) all rewards 0, otherwise               -> too hard (answers given, all wrong)
+    otherwise                                       -> mixed (groups are uniform: larger groups help)
+
+"Almost" is a success rate within `RARE` (5%) of 0 or 1; the failure shares are over failed episodes.
 
 Every step's record gets `alarm/signal_share`, `alarm/no_signal_steps` and `alarm/cause` (an index
 into `CAUSES`). A run whose last step arrives without a single update ends with the verdict.
@@ -29,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.trajectory import Trajectory
+
+RARE = 0.05
+"""Success rates within RARE of 0 (or 1) count as "none" ("all") rewarded when naming the cause."""
 
 CAUSES = ("ok", "too_easy", "truncated", "wrong_format", "tool_errors", "too_hard", "mixed")
 """Values of `alarm/cause` (its index is logged)."""
@@ -51,16 +57,17 @@ def diagnose(trajs: Sequence[Trajectory]) -> str:
     """The likely cause (a `CAUSES` name) of a step without signal, from its episodes."""
     if not trajs:
         return "mixed"
-    n = len(trajs)
-    solved = [t.reward > 0 for t in trajs]
-    if all(solved):
+    rate = sum(t.reward > 0 for t in trajs) / len(trajs)
+    if rate >= 1 - RARE:
         return "too_easy"
-    if any(solved):
+    if rate > RARE:
         return "mixed"
+    failed = [t for t in trajs if t.reward <= 0]
+    n = len(failed)
     shares = {
-        "truncated": sum(t.finish_reason in ("length", "max_turns") for t in trajs) / n,
-        "wrong_format": sum(t.grade_status in ("", "no_answer") for t in trajs) / n,
-        "tool_errors": sum(float(t.metrics.get("tool_errors", 0)) > 0 for t in trajs) / n,
+        "truncated": sum(t.finish_reason in ("length", "max_turns") for t in failed) / n,
+        "wrong_format": sum(t.grade_status in ("", "no_answer") for t in failed) / n,
+        "tool_errors": sum(float(t.metrics.get("tool_errors", 0)) > 0 for t in failed) / n,
     }
     cause, share = max(shares.items(), key=lambda kv: kv[1])
     return cause if share >= 0.5 else "too_hard"

@@ -24,6 +24,7 @@ def test_signal_share_counts_groups_whose_rewards_differ():
     ([ep(tool_errors=1), ep(tool_errors=2), ep()], "tool_errors"),
     ([ep(), ep(), ep(finish="length")], "too_hard"),
     ([ep(1, 0), ep(1, 0), ep(0, 1), ep(0, 1)], "mixed"),
+    ([ep(1)] + [ep(tool_errors=1)] * 30, "tool_errors"),      # 1 of 31 solved counts as none
 ])
 def test_the_cause_is_measured_from_the_episodes(episodes, cause):
     assert diagnose(episodes) == cause
