@@ -2,8 +2,8 @@
 
 import pytest
 
+from training.commands.train import evaluate_model
 from training.config import load_config
-from training.evaluate import evaluate_model
 from training.trainer import train
 
 

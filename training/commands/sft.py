@@ -8,8 +8,15 @@ from typing import Annotated
 
 import typer
 
+import envs
+import tasks as task_lib
+from agents import RolloutLimits, SamplingParams
 from training.commands.plugins import import_plugins
 from training.commands.ranks import echo_main
+from training.sft import demos as gen
+from training.sft.data import dedupe, write_demos
+from training.sft.loop import SFTConfig
+from training.sft.run import SFTRun, run_sft
 
 Opt = typer.Option
 
@@ -43,11 +50,6 @@ def demos(
     ] = None,
 ) -> None:
     """Write demonstration episodes of ENV_ID: its scripted solver, or rejection sampling from --policy."""
-    import envs
-    import tasks as task_lib
-    from training.sft import demos as gen
-    from training.sft.data import dedupe, write_demos
-
     import_plugins(plugin)
     kwargs = json.loads(env_kwargs)
     probe = envs.make(env_id, **kwargs)
@@ -62,7 +64,6 @@ def demos(
     if policy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from agents import RolloutLimits, SamplingParams
 
         model = AutoModelForCausalLM.from_pretrained(policy).eval()
         tokenizer = AutoTokenizer.from_pretrained(policy)
@@ -119,10 +120,6 @@ def sft(
     cpu: Annotated[bool, Opt("--cpu/--gpu", help="Force CPU even when a GPU is visible.")] = True,
 ) -> None:
     """Supervised cold start: train MODEL on the assistant tokens of demonstration episodes."""
-    from agents import RolloutLimits
-    from training.sft.loop import SFTConfig
-    from training.sft.run import SFTRun, run_sft
-
     limits = RolloutLimits(
         max_turns=max_turns,
         max_response_tokens=max_response_tokens,

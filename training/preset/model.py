@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, Qwen2ForCausalLM
 
 
 def build_tiny_model(
@@ -32,6 +36,8 @@ def build_tiny_model(
         max_positions: Maximum sequence length (rotary embeddings, no learned positions).
         seed: Seed of the initialisation (the global torch RNG is left untouched).
     """
+    from transformers import Qwen2Config, Qwen2ForCausalLM  # lazy: `stare --help` need not load transformers
+
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
     config = Qwen2Config(

@@ -18,28 +18,30 @@ as with sessions; a test checks it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import functools
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import envs
 from agents.hf_policy import HFPolicy
 from agents.policy import SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
+from tasks.registry import load
 from training.evaluate import evaluate_set
 from training.preset.demos import demo_stats
-from training.preset.entropy import measure_start_entropy
+from training.preset.lock import locked
 from training.preset.model import build_tiny_model
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
+from training.preset.smollm2 import resolve_smollm2
 from training.preset.solver import countdown_solver
 from training.preset.tokenizer import build_tokenizer, synthetic_corpus
 from training.sft.data import write_demos
@@ -59,8 +61,6 @@ def _log(msg: str) -> None:
 
 def make_env_factory(settings: PresetSettings, *, stateless: bool = True) -> Any:
     """A zero-argument env builder with the preset's env id and kwargs (see the module docstring)."""
-    import envs
-
     kwargs = dict(settings.env_kwargs)
     kwargs["persistent"] = not stateless  # stateless: each call on a pooled interpreter, no session
     return lambda: envs.make(settings.env_id, **kwargs)
@@ -76,8 +76,6 @@ def rollout_limits(settings: PresetSettings) -> RolloutLimits:
 
 
 def _load_tasks(name: str) -> list[Any]:
-    from tasks.registry import load
-
     return list(load(name))
 
 
@@ -198,17 +196,6 @@ def measure(model: Any, tokenizer: Any, settings: PresetSettings) -> dict[str, f
     }
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
     """The HF directory of a `preset:<name>` model, built on first use and cached under `cache_dir`.
 
@@ -229,14 +216,12 @@ def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
             f"resolve_model_path expects 'preset:<name>', got {spec!r}; a plain path needs no resolving"
         )
     if spec == "preset:smollm2-135m":  # a real chat model from a PyPI wheel, no warm start
-        from training.preset.smollm2 import resolve_smollm2
-
         return resolve_smollm2(cache_dir)
     settings = get_preset(spec[len("preset:") :])
     final = Path(cache_dir).expanduser() / "presets" / f"{settings.name}-{settings.key()}"
     if (final / WARMSTART_FILE).exists():
         return final
-    with _locked(final.with_suffix(".lock")):
+    with locked(final.with_suffix(".lock")):
         if (final / WARMSTART_FILE).exists():  # another process built it while we waited
             return final
         tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
@@ -267,20 +252,21 @@ def read_warmstart(model_dir: Path | str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def resolve_target_entropy(model_dir: Path | str, factor: float, cfg: Any = None) -> float:
+def resolve_target_entropy(model_dir: Path | str, factor: float,
+                           measure: Callable[[], float] | None = None) -> float:
     """H_tgt = factor × the starting policy's entropy (the cpu-tiny preset uses factor 0.7).
 
     The entropy is the one recorded in a preset build's `warmstart.json`; for any other model it is
-    measured on the run's training tasks (`training.preset.entropy`), which needs the run's `cfg`.
+    `measure()` (the trainer passes `training.runtime.measure_start_entropy` of the run).
 
     Raises:
-        FileNotFoundError: No warmstart.json and no `cfg` to measure with (the message says what to set).
+        FileNotFoundError: No warmstart.json and no `measure` (the message says what to set).
     """
     if not 0 < factor:
         raise ValueError(f"target entropy factor must be > 0, got {factor}")
-    if (Path(model_dir) / WARMSTART_FILE).exists() or cfg is None:
+    if (Path(model_dir) / WARMSTART_FILE).exists() or measure is None:
         return factor * float(read_warmstart(model_dir)["entropy"])
-    entropy = measure_start_entropy(cfg, Path(model_dir))
-    _log(f"target_entropy=auto: starting entropy {entropy:.4f} measured on {cfg.data.train_tasks}; "
-         f"H_tgt = {factor} x {entropy:.4f} = {factor * entropy:.4f}")
+    entropy = measure()
+    _log(f"target_entropy=auto: starting entropy {entropy:.4f} measured; H_tgt = {factor} x {entropy:.4f} "
+         f"= {factor * entropy:.4f}")
     return factor * entropy

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel
 
 from agents.trajectory import Trajectory
 from training.batch import collate, micro_batches
@@ -88,7 +87,7 @@ class DemoOrder:
             self.next()
 
 
-def sft_loss(model: PreTrainedModel, demos: Sequence[Trajectory], *, pad_id: int) -> torch.Tensor:
+def sft_loss(model: Any, demos: Sequence[Trajectory], *, pad_id: int) -> torch.Tensor:
     """Token-mean negative log-likelihood of the sampled tokens of `demos` (module docstring)."""
     batch = collate(demos, torch.zeros(len(demos)), pad_id=pad_id)
     logp, _ = forward_logprobs(model, batch, 1.0)  # (B, R)
@@ -154,7 +153,7 @@ def sft_step(
 
 
 def train_sft(
-    model: PreTrainedModel,
+    model: Any,
     demos: Sequence[Trajectory],
     cfg: SFTConfig,
     *,

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from agents.episode import RolloutLimits
+from training import preset
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from training.metrics import MetricsLogger
 from training.sft.data import Demo, read_demos
@@ -70,9 +71,8 @@ def load_model(spec: str, demos: list[Demo], run: SFTRun) -> tuple[Any, Any]:
 
     path = Path(spec).expanduser()
     if spec.startswith("preset:"):
-        from training.preset import resolve_model_path
 
-        path = Path(resolve_model_path(spec, Path(run.cache_dir).expanduser()))
+        path = Path(preset.resolve_model_path(spec, Path(run.cache_dir).expanduser()))
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
             f"model {spec!r}: {path} holds no config.json; give a local HF model directory, "
