@@ -61,11 +61,9 @@ MAX_TRAINING_LINES = 350
 # training/preset/*, envs/sandbox/*). The lead empties these after merging; do not add to them.
 ALLOWED_INNER_IMPORTS = {
     "training/bench.py", "training/report.py", "training/commands/bench.py",      # bench/report rework
-    "training/preset/smollm2.py", "training/preset/warmstart.py",                   # preset/sft rework
 }
 ALLOWED_CIRCLES = [
     {"training.report", "training.report_plots"},                                   # bench/report rework
-    {"training.preset.smollm2", "training.preset.warmstart"},                       # preset/sft rework
 ]
 ALLOWED_LONG: set[str] = set()
 # First-party modules that need an optional extra at import time: imported lazily, where used.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from training import __version__
-from training.commands import algo, bench, envs, sandbox, tasks, train
+from training.commands import algo, bench, envs, sandbox, sft, tasks, train
 
 app = typer.Typer(help="STARE Gym: tool environments, exact-token rollouts, STARE vs DAPO.",
                   no_args_is_help=True, add_completion=False)
@@ -25,7 +25,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 for _group, _module in (("algo", algo), ("tasks", tasks), ("envs", envs), ("sandbox", sandbox)):
     app.add_typer(_module.app, name=_group)
-for _command in (*train.COMMANDS, *bench.COMMANDS):   # top-level commands: train, eval, bench
+for _command in (*train.COMMANDS, *bench.COMMANDS, *sft.COMMANDS):   # train, eval, bench, demos, sft
     app.command()(_command)
 
 

@@ -21,10 +21,12 @@ import stare
 import tasks
 from envs.sandbox import LazyLocalSandbox
 from training import preset
+from training.batch import collate
 from training.checkpoint import prepare_resume
 from training.config import TrainConfig
+from training.logprobs import batch_logprobs
 from training.rollout_engine import make_vllm_policy
-from training.sampling import PlayFn
+from training.sampling import PlayFn, TaskStream, round_seed
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -38,19 +40,60 @@ def resolve_model_dir(cfg: TrainConfig) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"model.path={spec!r} is not a directory. Give a local HF model directory "
                                 "(nothing is downloaded at run time) or a preset such as preset:cpu-tiny")
+    if not (path / "config.json").is_file():
+        hint = (" It looks like a run directory whose final model was not saved (the run did not finish, "
+                "or log.save_model=false); its checkpoints are in checkpoints/, resume it with --resume"
+                if (path / "checkpoints").is_dir() or (path / "metrics.jsonl").is_file() else "")
+        raise FileNotFoundError(f"model.path={spec!r} holds no model: config.json (and the weights) are "
+                                f"missing in {path}.{hint}")
     return path
 
 
 def resolve_algo(cfg: TrainConfig, model_dir: Path) -> stare.AlgoConfig:
-    """cfg.algo with `train.target_entropy` applied (a number, or `auto` from the warm start)."""
+    """cfg.algo with `train.target_entropy` applied: a number, or `auto` (factor × the start entropy).
+
+    The start entropy is a preset's recorded warm-start value, else `measure_start_entropy`.
+    """
     value = cfg.train.target_entropy
     if value is None:
         return cfg.algo
     if value == "auto":
-        target = float(preset.resolve_target_entropy(model_dir, cfg.train.target_entropy_factor))
+        target = float(preset.resolve_target_entropy(model_dir, cfg.train.target_entropy_factor,
+                                                     measure=lambda: measure_start_entropy(cfg, model_dir)))
     else:
         target = float(value)
     return cfg.algo.replace(stare=cfg.algo.stare.replace(target_entropy=target))
+
+
+def measure_start_entropy(cfg: TrainConfig, model_dir: Path) -> float:
+    """H_0: the starting policy's token-mean entropy on step 1's first round, as the trainer will see it.
+
+    Plays the prompts step 1 takes first (the seeded task stream) with its round seed, the training
+    sampling and budgets, then H_0 = Σ H·m / Σ m over sampled tokens (m: loss mask). The global
+    torch RNG is restored afterwards.
+
+    Raises:
+        ValueError: No token was sampled; the message says what to set instead.
+    """
+    r = cfg.rollout
+    model, tokenizer = load_model_and_tokenizer(cfg, model_dir)
+    model.eval()
+    play = make_player(cfg, make_policy(model, tokenizer), tokenizer, make_env_factory(cfg),
+                       temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
+    stream = TaskStream(load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
+                        shuffle=cfg.data.shuffle)
+    first = r.prompts_per_round if cfg.algo.dynamic_sampling and r.prompts_per_round else r.prompts_per_step
+    seed = round_seed(cfg.seed, 1, 0, 0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        trajs = list(play(stream.take(first), r.group_size, seed))
+        batch = collate(trajs, torch.zeros(len(trajs)), pad_id=pad_id(tokenizer))
+        _, entropy = batch_logprobs(model, batch, r.temperature, token_budget=cfg.train.micro_batch_tokens)
+    tokens = float(batch.loss_mask.sum())
+    if tokens == 0:
+        raise ValueError(f"train.target_entropy=auto: {model_dir} sampled no token on "
+                         f"{cfg.data.train_tasks}; set a number instead, e.g. train.target_entropy=0.3")
+    return float((entropy * batch.loss_mask).sum()) / tokens
 
 
 def load_model_and_tokenizer(cfg: TrainConfig, model_dir: Path) -> tuple[Any, Any]:

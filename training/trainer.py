@@ -25,6 +25,7 @@ Process 0 writes metrics, evaluations and the final model; checkpoints are colle
 
 from __future__ import annotations
 
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ import torch
 
 import stare
 from envs.sandbox import LazyLocalSandbox
-from training import distributed, runtime
+from training import alarm, distributed, runtime
 from training.advantages import make_batch
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
 from training.batch import Batch
@@ -204,7 +205,14 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
         Summary: run_dir, steps, wall_s, `final` (the last step record) and `eval` (the last
         evaluation record, or {}).
     """
-    return fit(setup(cfg, resume=resume))
+    existed = cfg.run_path.exists()
+    try:
+        run = setup(cfg, resume=resume)
+    except BaseException:
+        if not existed:   # a failed setup leaves no empty run directory behind
+            shutil.rmtree(cfg.run_path, ignore_errors=True)
+        raise
+    return fit(run)
 
 
 def fit(run: RunState) -> dict[str, Any]:
@@ -276,7 +284,8 @@ def train_step(run: RunState, step: int) -> dict[str, Any]:
                "update": now - (t_old if fused else t_update), "step": now - t_step, "time": _elapsed(run)}
     bonus = run.entropy_ctl.metrics() if run.entropy_ctl is not None else {}
     return step_record(step, collected, {**seen, **weight_stats, **learned, **run.controller.metrics(),
-                                         **bonus}, lr=lr, seconds=seconds)
+                                         **bonus, **alarm.check(run, step, collected)},
+                       lr=lr, seconds=seconds)
 
 
 def _bonus(run: RunState) -> float | None:

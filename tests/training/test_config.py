@@ -122,7 +122,7 @@ def test_target_entropy_number_and_auto_resolve_into_the_algo(monkeypatch, tmp_p
     cfg = load_config(None, ["train.target_entropy=0.42"])
     assert runtime.resolve_algo(cfg, tmp_path).stare.target_entropy == 0.42
     calls = []
-    def fake(model_dir, factor):
+    def fake(model_dir, factor, measure=None):
         calls.append((model_dir, factor))
         return 0.5 * factor
     monkeypatch.setattr(training.preset, "resolve_target_entropy", fake, raising=False)

@@ -7,8 +7,8 @@ from agents.trajectory import Segment
 from tasks.countdown import countdown_splits
 from training.preset import build_tiny_model, build_tokenizer, get_preset
 from training.preset.demos import make_demos, scripted_turns
-from training.preset.sft import SFTConfig, lr_at, sft_loss, train_sft
 from training.preset.warmstart import make_env_factory, rollout_limits
+from training.sft.loop import SFTConfig, lr_at, sft_loss, train_sft
 
 SETTINGS = get_preset("cpu-tiny")
 

@@ -15,6 +15,7 @@ import typer
 
 from envs.sandbox import LazyLocalSandbox
 from training import runtime
+from training.commands.plugins import import_plugins
 from training.commands.ranks import echo_main, is_main_process
 from training.config import TrainConfig, dump_yaml, load_config
 from training.config_parse import ConfigError
@@ -29,6 +30,8 @@ PrintOpt = Annotated[bool, typer.Option("--print-config", help="Print the resolv
 ModelOpt = Annotated[Path | None, typer.Option(
     "--model", help="Model dir to evaluate (default: model.path; a run dir uses its model/ folder).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the metrics as JSON here.")]
+ImportOpt = Annotated[list[str] | None, typer.Option(
+    "--import", help="Module or .py file that registers envs (e.g. units_env.py).")]
 
 
 def _load(config: str, overrides: list[str] | None) -> TrainConfig:
@@ -40,8 +43,9 @@ def _load(config: str, overrides: list[str] | None) -> TrainConfig:
 
 
 def train(config: ConfigArg, overrides: OverridesArg = None, resume: ResumeOpt = False,
-          print_config: PrintOpt = False) -> None:
+          print_config: PrintOpt = False, plugin: ImportOpt = None) -> None:
     """Train a tool-using agent with STARE, DAPO or GRPO (metrics in runs/<name>/)."""
+    import_plugins(plugin)
     cfg = _load(config, overrides)
     if print_config:
         echo_main(dump_yaml(cfg))
@@ -52,8 +56,9 @@ def train(config: ConfigArg, overrides: OverridesArg = None, resume: ResumeOpt =
 
 
 def eval(config: ConfigArg, overrides: OverridesArg = None,  # noqa: A001 - the command is `stare eval`
-         model: ModelOpt = None, out: OutOpt = None) -> None:
+         model: ModelOpt = None, out: OutOpt = None, plugin: ImportOpt = None) -> None:
     """Evaluate a model: avg@k and pass@k on eval.tasks with validation sampling (T 1.0, top-p 0.7)."""
+    import_plugins(plugin)
     cfg = _load(config, overrides)
     metrics = evaluate_model(cfg, model)
     text = json.dumps(metrics, indent=1)

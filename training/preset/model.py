@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, Qwen2ForCausalLM
 
 
 def build_tiny_model(
@@ -19,7 +23,7 @@ def build_tiny_model(
 ) -> Qwen2ForCausalLM:
     """Build a randomly initialised Qwen2ForCausalLM sized for CPU RL.
 
-    The defaults give the CPU_DEMO "tiny" model: hidden 64, 4 layers, FFN 256, 4 heads, tied
+    The defaults give the CPU preset's model: hidden 64, 4 layers, FFN 256, 4 heads, tied
     embeddings; with a ~350-token vocabulary that is about 0.22M parameters.
 
     Args:
@@ -32,6 +36,8 @@ def build_tiny_model(
         max_positions: Maximum sequence length (rotary embeddings, no learned positions).
         seed: Seed of the initialisation (the global torch RNG is left untouched).
     """
+    from transformers import Qwen2Config, Qwen2ForCausalLM  # lazy: `stare --help` need not load transformers
+
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
     config = Qwen2Config(

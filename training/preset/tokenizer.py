@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -114,18 +114,20 @@ def synthetic_corpus(
                 yield seg
 
 
-def build_tokenizer(corpus: Iterable[str] | None = None, *, vocab_size: int = 512) -> PreTrainedTokenizerFast:
+def build_tokenizer(corpus: Iterable[str] | None = None, *, vocab_size: int = 512,
+                    format_tokens: Sequence[str] = FORMAT_TOKENS) -> PreTrainedTokenizerFast:
     """Train the preset's byte-level BPE tokenizer and wrap it for transformers.
 
     Args:
         corpus: Text segments to learn merges from; `synthetic_corpus()` when None. Segments must
             not contain special or format tokens (they are added, not learned).
         vocab_size: Upper bound on the learned vocabulary (256 byte symbols + specials + merges);
-            training stops earlier when no pair occurs twice. `FORMAT_TOKENS` come on top.
+            training stops earlier when no pair occurs twice. `format_tokens` come on top.
+        format_tokens: Fixed strings added as single tokens (default: the Countdown preset's).
 
     Returns:
         A `PreTrainedTokenizerFast` with `eos_token="<|im_end|>"`, `pad_token="<|pad|>"`, the tool
-        markup as additional special tokens, `FORMAT_TOKENS` as added tokens, and the ChatML
+        markup as additional special tokens, `format_tokens` as added tokens, and the ChatML
         `chat_template`. Deterministic for a given corpus.
     """
     tk = Tokenizer(models.BPE())
@@ -144,7 +146,7 @@ def build_tokenizer(corpus: Iterable[str] | None = None, *, vocab_size: int = 51
         show_progress=False,
     )
     tk.train_from_iterator(synthetic_corpus() if corpus is None else corpus, trainer)
-    tk.add_tokens([AddedToken(t, normalized=False, special=False) for t in FORMAT_TOKENS])
+    tk.add_tokens([AddedToken(t, normalized=False, special=False) for t in format_tokens])
     tok = PreTrainedTokenizerFast(
         tokenizer_object=tk,
         eos_token=EOS_TURN,

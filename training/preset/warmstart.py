@@ -1,7 +1,9 @@
 """Build, measure and cache a preset's warm-started model: `resolve_model_path("preset:cpu-tiny", cache)`.
 
 Build (once per settings hash, then cached): train the tokenizer → build the tiny Qwen2 model →
-play scripted-searcher demonstrations through the real env → SFT on their sampled tokens → measure
+`stare demos`: the Countdown solver's episodes played through the real env (`training.sft.demos`,
+written to `demos.jsonl` in the model directory) → `stare sft`: encode them with the rollouts'
+renderer and ledger and fit their sampled tokens (`training.sft.encode`, `training.sft.loop`) → measure
 on held-out Countdown with the RL sampling (T = 1, top-p = 1): pass@1 (= avg@k), pass@k and the
 token entropy of sampled tokens → `save_pretrained` model and tokenizer plus `warmstart.json`.
 
@@ -16,30 +18,39 @@ as with sessions; a test checks it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
+import functools
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import envs
 from agents.hf_policy import HFPolicy
 from agents.policy import SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
+from tasks.registry import load
 from training.evaluate import evaluate_set
-from training.preset.demos import make_demos
+from training.preset.demos import demo_stats
+from training.preset.lock import locked
 from training.preset.model import build_tiny_model
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
-from training.preset.sft import SFTConfig, train_sft
+from training.preset.smollm2 import resolve_smollm2
+from training.preset.solver import countdown_solver
 from training.preset.tokenizer import build_tokenizer, synthetic_corpus
+from training.sft.data import write_demos
+from training.sft.demos import play_solver
+from training.sft.encode import encode_demos
+from training.sft.loop import SFTConfig, train_sft
 
 WARMSTART_FILE = "warmstart.json"
+DEMOS_FILE = "demos.jsonl"
 LIVE_EPISODES = 64
 """Episodes per `rollout_batch` call during the build (the local sandbox caps live sessions at 64)."""
 
@@ -50,8 +61,6 @@ def _log(msg: str) -> None:
 
 def make_env_factory(settings: PresetSettings, *, stateless: bool = True) -> Any:
     """A zero-argument env builder with the preset's env id and kwargs (see the module docstring)."""
-    import envs
-
     kwargs = dict(settings.env_kwargs)
     kwargs["persistent"] = not stateless  # stateless: each call on a pooled interpreter, no session
     return lambda: envs.make(settings.env_id, **kwargs)
@@ -67,8 +76,6 @@ def rollout_limits(settings: PresetSettings) -> RolloutLimits:
 
 
 def _load_tasks(name: str) -> list[Any]:
-    from tasks.registry import load
-
     return list(load(name))
 
 
@@ -87,32 +94,16 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         seed=settings.seed,
     )
     make_env = make_env_factory(settings)
-    probe = make_env()
-
-    def initial_prompt(task: Any) -> list[int]:
-        messages, _ = probe.reset(options={"task": task})
-        return list(
-            tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        )
-
     t0 = time.perf_counter()
     puzzles = train_tasks[: settings.demo_puzzles or None]
-    demos, demo_stats = make_demos(
-        puzzles,
-        copies=settings.demo_copies,
-        make_env=make_env,
-        tokenizer=tokenizer,
-        initial_prompt=initial_prompt,
-        limits=rollout_limits(settings),
-        seed=settings.seed,
-        max_tries=settings.demo_max_tries,
-        chunk=LIVE_EPISODES,
-    )
-    probe.close()
+    solver = functools.partial(countdown_solver, max_tries=settings.demo_max_tries)
+    episodes = play_solver(make_env, puzzles, solver, copies=settings.demo_copies, seed=settings.seed,
+                           max_turns=settings.max_turns)
+    write_demos(out_dir / DEMOS_FILE, episodes)
+    demos = encode_demos(episodes, tokenizer, rollout_limits(settings))
+    stats = demo_stats(demos, puzzles, settings.demo_copies)
     demo_s = time.perf_counter() - t0
-    _log(f"{len(demos)} demonstrations in {demo_s:.0f} s: {demo_stats}")
+    _log(f"{len(demos)} demonstrations in {demo_s:.0f} s: {stats}")
     t0 = time.perf_counter()
     sft = SFTConfig(
         steps=settings.sft_steps,
@@ -143,7 +134,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         "sft_loss_first": losses[0],
         "sft_loss_final": losses[-1],
         "num_demos": len(demos),
-        **demo_stats,
+        **stats,
         "params": sum(p.numel() for p in model.parameters()),
         "vocab": len(tokenizer),
         "demo_seconds": demo_s,
@@ -205,17 +196,6 @@ def measure(model: Any, tokenizer: Any, settings: PresetSettings) -> dict[str, f
     }
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
     """The HF directory of a `preset:<name>` model, built on first use and cached under `cache_dir`.
 
@@ -236,14 +216,12 @@ def resolve_model_path(spec: str, cache_dir: Path | str) -> Path:
             f"resolve_model_path expects 'preset:<name>', got {spec!r}; a plain path needs no resolving"
         )
     if spec == "preset:smollm2-135m":  # a real chat model from a PyPI wheel, no warm start
-        from training.preset.smollm2 import resolve_smollm2
-
         return resolve_smollm2(cache_dir)
     settings = get_preset(spec[len("preset:") :])
     final = Path(cache_dir).expanduser() / "presets" / f"{settings.name}-{settings.key()}"
     if (final / WARMSTART_FILE).exists():
         return final
-    with _locked(final.with_suffix(".lock")):
+    with locked(final.with_suffix(".lock")):
         if (final / WARMSTART_FILE).exists():  # another process built it while we waited
             return final
         tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
@@ -268,14 +246,27 @@ def read_warmstart(model_dir: Path | str) -> dict[str, Any]:
     path = Path(model_dir) / WARMSTART_FILE
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} not found: target entropy 'auto' needs a model built by a preset "
-            "(model.path=preset:cpu-tiny) or a number (train.target_entropy=0.3)"
+            f"{path} not found: train.target_entropy=auto measures other models from the run's config "
+            "(pass it), or set a number (train.target_entropy=0.3)"
         )
     return json.loads(path.read_text())
 
 
-def resolve_target_entropy(model_dir: Path | str, factor: float) -> float:
-    """H_tgt = factor × the measured post-warm-start entropy of `model_dir` (CPU_DEMO uses 0.7)."""
+def resolve_target_entropy(model_dir: Path | str, factor: float,
+                           measure: Callable[[], float] | None = None) -> float:
+    """H_tgt = factor × the starting policy's entropy (the cpu-tiny preset uses factor 0.7).
+
+    The entropy is the one recorded in a preset build's `warmstart.json`; for any other model it is
+    `measure()` (the trainer passes `training.runtime.measure_start_entropy` of the run).
+
+    Raises:
+        FileNotFoundError: No warmstart.json and no `measure` (the message says what to set).
+    """
     if not 0 < factor:
         raise ValueError(f"target entropy factor must be > 0, got {factor}")
-    return factor * float(read_warmstart(model_dir)["entropy"])
+    if (Path(model_dir) / WARMSTART_FILE).exists() or measure is None:
+        return factor * float(read_warmstart(model_dir)["entropy"])
+    entropy = measure()
+    _log(f"target_entropy=auto: starting entropy {entropy:.4f} measured; H_tgt = {factor} x {entropy:.4f} "
+         f"= {factor * entropy:.4f}")
+    return factor * entropy
