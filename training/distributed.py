@@ -216,3 +216,20 @@ def _zero3_state(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]:
         for name, buffer in module.named_buffers(recurse=False):
             if name not in module._non_persistent_buffers_set:
                 yield head + name, buffer.detach()
+
+
+def rollout_model(cfg: Any, accelerator: Any, model: Any) -> Any:
+    """The module the rollout policy reads its weights from.
+
+    `engine=hf` generates with the unwrapped model itself, so it needs every weight on every process
+    (one process, DDP, ZeRO-1/2): under FSDP or ZeRO-3 it is refused. `engine=vllm` copies the weights
+    into its engine, gathering shards (`training.distributed.iter_full_state`): it gets the unwrapped
+    model, or under FSDP1 the prepared root (gathering from inside the root breaks FSDP1).
+    """
+    kind = sharding_kind(model)
+    if cfg.rollout.engine == "hf" and kind != "full":
+        raise ValueError(f"rollout.engine=hf generates with the training model itself, whose weights "
+                         f"{kind} shards over processes; use rollout.engine=vllm (its weight push "
+                         "gathers the shards) or data parallelism without sharding "
+                         "(configs/accelerate/ddp.yaml)")
+    return model if kind == "fsdp1" else accelerator.unwrap_model(model)

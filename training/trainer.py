@@ -1,6 +1,6 @@
 """The STARE / DAPO / GRPO trainer: `train(cfg) -> summary`. The step reads top to bottom in `train_step`.
 
-One training step (DESIGN.md §3), each stage a call into a module with one job:
+One training step, each stage a call into a module with one job:
 
     1. collect     prompts (seeded cursor) -> groups of n episodes -> rewards; DAPO dynamic sampling
                    refills rounds until enough groups have reward variance     (training.sampling)
@@ -36,12 +36,13 @@ import torch
 
 import stare
 from envs.sandbox import LazyLocalSandbox
-from training import alarm, distributed, runtime
+from training import alarm, runtime
 from training.advantages import make_batch
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
 from training.batch import Batch
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from training.config import TrainConfig, dump_yaml
+from training.distributed import rollout_model
 from training.evaluate import evaluate
 from training.gate import diagnostics, entropy_gate
 from training.logprobs import batch_logprobs, forward_pass
@@ -164,23 +165,6 @@ def _restore(run: RunState, state: dict[str, Any]) -> None:
     run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
     _restore_prefetched(run, state.get("prefetched"))
     runtime.sync_schedule(run.scheduler)
-
-
-def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
-    """The module the rollout policy reads its weights from.
-
-    `engine=hf` generates with the unwrapped model itself, so it needs every weight on every process
-    (one process, DDP, ZeRO-1/2): under FSDP or ZeRO-3 it is refused. `engine=vllm` copies the weights
-    into its engine, gathering shards (`training.distributed.iter_full_state`): it gets the unwrapped
-    model, or under FSDP1 the prepared root (gathering from inside the root breaks FSDP1).
-    """
-    kind = distributed.sharding_kind(model)
-    if cfg.rollout.engine == "hf" and kind != "full":
-        raise ValueError(f"rollout.engine=hf generates with the training model itself, whose weights "
-                         f"{kind} shards over processes; use rollout.engine=vllm (its weight push "
-                         "gathers the shards) or data parallelism without sharding "
-                         "(configs/accelerate/ddp.yaml)")
-    return model if kind == "fsdp1" else accelerator.unwrap_model(model)
 
 
 def _restore_prefetched(run: RunState, state: dict[str, Any] | None) -> None:
