@@ -56,7 +56,7 @@ def full_sort(log_probs: Tensor, adv: Tensor, mask: Tensor, *, top_ratio: float 
 
 def reference_way(log_probs: Tensor, adv: Tensor, mask: Tensor, *, top_ratio: float = 0.1, w: float = 1.1,
                   m: float = 0.9) -> tuple[Tensor, dict[str, float]]:
-    """(c) The reference's way (STARE_SPEC §1.2): boolean-index each candidate set, topk, scatter back,
+    """(c) The reference's way (docs/stare.md): boolean-index each candidate set, topk, scatter back,
     and read every statistic on the host (one sync each)."""
     valid, s = mask > 0, -log_probs.detach()
     weights = torch.ones_like(adv)

@@ -38,7 +38,7 @@ class _Replace:
 
 @dataclass(frozen=True, kw_only=True)
 class StareConfig(_Replace):
-    """STARE's token re-weighting and entropy gate (STARE_SPEC §1.4 names in brackets)."""
+    """STARE's token re-weighting and entropy gate (docs/stare.md names in brackets)."""
 
     enabled: bool = False
     """Apply STARE's ω [enabled]. Off gives ω ≡ 1, i.e. plain GRPO/DAPO."""
@@ -205,14 +205,14 @@ PRESETS: dict[str, AlgoConfig] = {
     # loss_agg="seq-mean-token-mean"), no dynamic sampling, no length shaping.
     "grpo": AlgoConfig(name="grpo", clip_low=0.2, clip_high=0.2, clip_c=3.0, loss_agg="token-mean",
                        kl_coef=0.001, kl_estimator="k3", dynamic_sampling=False, stare=StareConfig()),
-    # DAPO (verl recipe/dapo, STARE_SPEC §3.2): clip-higher 0.2/0.28, c = 10, token-mean, no KL,
+    # DAPO (verl recipe/dapo, docs/stare.md): clip-higher 0.2/0.28, c = 10, token-mean, no KL,
     # dynamic sampling on acc (10 rounds), overlong soft punishment with a 4096-token ramp and
     # factor 1.0. The recipe scores ±1; rewards here stay {0, 1} like the other presets: GRPO's
     # std-normalised advantage is unchanged by that affine map, only the overlong penalty then weighs
     # relatively twice as much against the reward range. Scale `overlong_buffer` to your budget.
     "dapo": AlgoConfig(name="dapo", **_DAPO_CORE, overlong_buffer=4096, overlong_penalty=1.0,
                        stare=StareConfig()),
-    # GRPO-ds, the authors' baseline (STARE_SPEC §3.1 GRPO_ds script): DAPO without overlong shaping,
+    # GRPO-ds, the authors' baseline (docs/stare.md; the GRPO_ds script): DAPO without overlong shaping,
     # {0, 1} reward, the STARE block present but disabled (top_p 0, W = M = 1, H_tgt = 0).
     "grpo-ds": AlgoConfig(name="grpo-ds", **_DAPO_CORE, stare=_STARE_OFF),
     # STARE-O1 (STARE script): GRPO-ds plus ω = 1.1 on the top-10 % surprisal positive tokens while
@@ -243,7 +243,7 @@ PRESETS: dict[str, AlgoConfig] = {
     "forking-tokens": AlgoConfig(name="forking-tokens", **_DAPO_CORE, top_entropy_ratio=0.2,
                                  stare=_STARE_OFF),
 }
-"""The algorithm presets (reference defaults of STARE_SPEC §3); all use the reward acc ∈ {0, 1}.
+"""The algorithm presets (the reference scripts' defaults, docs/stare.md); all use the reward acc ∈ {0, 1}.
 
 - `grpo`: plain GRPO as verl's example runs it (clip 0.2/0.2, c = 3, k3 KL 0.001, token-mean).
 - `dapo`: DAPO's recipe (clip-higher 0.2/0.28, c = 10, token-mean, no KL, dynamic sampling on acc,

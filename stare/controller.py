@@ -1,4 +1,4 @@
-"""The closed-loop entropy gate and the optional adaptive W/M schedule (STARE_SPEC §2)."""
+"""The closed-loop entropy gate and the optional adaptive W/M schedule (docs/stare.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""STARE's token weights ω (STARE_SPEC §1.2): top-P surprisal tokens of each advantage sign, re-weighted.
+"""STARE's token weights ω (docs/stare.md): top-P surprisal tokens of each advantage sign, re-weighted.
 
 One host synchronisation per call at most: the candidate counts travel to the host together (`k` must
 be a Python int for `torch.topk`); the selection stays on device, and the statistics follow from the
@@ -117,7 +117,7 @@ def _apply(selection: Selection, dtype: torch.dtype, *, variant: str, w: float, 
 
 def token_weights(log_probs: Tensor, advantages: Tensor, mask: Tensor, *, variant: str = "O1",
                   top_ratio: float = 0.1, w: float = 1.1, m: float = 0.9, gate_on: bool = True) -> Tensor:
-    r"""STARE's per-token weight ω (STARE_SPEC §1.2).
+    r"""STARE's per-token weight ω (docs/stare.md).
 
     With s = -log_probs (detached surprisal), T+ = {mask & A > 0}, T- = {mask & A < 0}, taken over
     the whole (B, T) tensor (the quantile population is what you pass in), and in each subset of c
@@ -157,7 +157,7 @@ def token_weights_with_stats(log_probs: Tensor, advantages: Tensor, mask: Tensor
                              top_ratio: float = 0.1, w: float = 1.1, m: float = 0.9, gate_on: bool = True,
                              entropy: float = float("nan"), target_entropy: float = 0.3
                              ) -> tuple[Tensor, dict[str, Tensor]]:
-    """`token_weights` plus the STARE_SPEC §1.5 statistics, with one host synchronisation in total.
+    """`token_weights` plus the docs/stare.md statistics, with one host synchronisation in total.
 
     L+ and L- are built even when the gate is off (the statistics report their sizes) and L- is
     built only for C2. Each ratio divides by N_valid = max(1, #valid tokens).

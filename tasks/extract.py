@@ -1,4 +1,4 @@
-"""Final-answer extraction from a model response, as the reference reward does (STARE_SPEC.md §4).
+"""Final-answer extraction from a model response, as the reference reward does (the authors' reward code).
 
 Pure string work, linear in the response length: safe on a 10^6-character output.
 """
@@ -114,7 +114,7 @@ def clean_prediction(answer: str) -> str:
 def extract_answer(text: str) -> Extraction:
     r"""Find the final answer of a response.
 
-    Order (STARE_SPEC.md §4): the answer region; cut after an answer marker if one is present;
+    Order (the authors' reward code): the answer region; cut after an answer marker if one is present;
     the last `\boxed{}` in what is left; else the first non-empty line after the marker; else the
     last 300 characters of the last 10 paragraphs, for math-verify to search.
     """

@@ -1,4 +1,4 @@
-"""The folder layout is the architecture: dependencies point one way (DESIGN.md §2)."""
+"""The folder layout is the architecture: dependencies point one way (CONTRIBUTING.md, "Layout and dependency direction")."""
 
 import ast
 import pathlib

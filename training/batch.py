@@ -7,7 +7,7 @@ Layout of one row (prompt left-padded to P, response right-padded to R):
 
 `loss_mask` is copied from `Trajectory.loss_mask` (1 = sampled by the policy, 0 = tool output and
 template glue). The attention mask only says which positions are real tokens; it is never used to
-decide what is trained (the reference's multi-turn bug, STARE_SPEC §5).
+decide what is trained (the reference's multi-turn bug, docs/stare.md).
 """
 
 from __future__ import annotations

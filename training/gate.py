@@ -4,7 +4,7 @@
 
 The mask is the trajectories' loss mask (tool output and template glue excluded): the gate's input
 exactly as the reference defines it. `controller.update(H̄)` then switches STARE's gate and steers
-W / M towards the target entropy (STARE_SPEC §1.4).
+W / M towards the target entropy (docs/stare.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The step's token weights (stage 5): STARE ω at micro- or global-batch scope, and TIS.
 
-    ω_t   = stare.token_weights(logp_old, A, mask, gate/W/M of the controller)     (STARE_SPEC §1.5)
+    ω_t   = stare.token_weights(logp_old, A, mask, gate/W/M of the controller)     (docs/stare.md)
     w_t   = min(π_old,t / μ_t, C)                            (stare.offpolicy.tis_weights, C = tis_cap)
     loss weight per token = ω_t · w_t                        (stare.offpolicy.combine_weights)
 
@@ -20,7 +20,7 @@ from training.batch import Batch
 
 def stare_weights(log_probs: Tensor, batch: Batch, algo: stare.AlgoConfig,
                   controller: stare.Controller) -> tuple[Tensor | None, dict[str, Tensor]]:
-    """ω and the STARE_SPEC §1.5 statistics for one population (a micro-batch or the whole batch).
+    """ω and the docs/stare.md statistics for one population (a micro-batch or the whole batch).
 
     Returns (None, {}) when STARE is disabled (the reference returns no statistics then).
     """

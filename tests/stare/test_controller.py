@@ -1,4 +1,4 @@
-"""Controller: strict gate, non-finite handling, adaptive clipping, state round trip (STARE_SPEC §2)."""
+"""Controller: strict gate, non-finite handling, adaptive clipping, state round trip (docs/stare.md)."""
 
 import math
 

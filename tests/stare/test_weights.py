@@ -1,4 +1,4 @@
-"""token_weights / token_weights_with_stats: STARE_SPEC §1.2 and §1.5 with hand-computed cases."""
+"""token_weights / token_weights_with_stats: docs/stare.md and §1.5 with hand-computed cases."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The authors' presets resolve to the settings of STARE_SPEC §3 (the table below is copied from it).
+"""The authors' presets resolve to the settings of their released scripts (the table below lists them).
 
 Loading a preset must not touch the model path (placeholders such as /models/Qwen2.5-Math-7B do
 not exist here): only `train` resolves `model.path`.
@@ -11,7 +11,7 @@ import pytest
 from training.config import CONFIG_DIR, load_config
 from training.runtime import check_config
 
-# STARE_SPEC §3.1, the rows shared by the STARE and GRPO_ds scripts ("same" column).
+# The authors' math scripts: the rows shared by the STARE and GRPO_ds scripts ("same" column).
 SHARED = {
     "rollout.group_size": 8,                      # group size n
     "rollout.prompts_per_step": 64,               # train_batch_size (prompts) -> 512 responses

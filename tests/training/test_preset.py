@@ -132,7 +132,7 @@ def test_scripted_searcher_boxes_the_first_hit_or_the_last_try():
         assert hit == (target in values) and answer == f"\\boxed{{{tried[-1]}}}"
         assert target not in values[:-1]  # stops at the first hit
         hits += hit
-    assert 0.02 < hits / len(tasks) < 0.3  # imperfect: CPU_DEMO's expert is ~6-16%
+    assert 0.02 < hits / len(tasks) < 0.3  # imperfect: the CPU prototype's expert solved ~6-16%
 
 
 def test_preset_cache_key_tracks_settings_and_unknown_names_fail():

@@ -1,4 +1,4 @@
-"""The loss mask comes from the trajectories, never from the attention mask (STARE_SPEC §5).
+"""The loss mask comes from the trajectories, never from the attention mask (docs/stare.md).
 
 Tool-output tokens are real tokens (attention 1) but must stay out of the batch entropy that drives
 the gate, out of STARE's candidate sets, and out of the loss. Each test below would fail if the

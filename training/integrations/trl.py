@@ -13,7 +13,7 @@ What it adds to a stock `GRPOTrainer` (TRL >= 1.16; see docs/trl.md):
        H̄ = Σ_it H_it · mask_it / Σ_it mask_it,     mask = completion_mask ⊙ tool_mask (if present)
 
    (temperature-scaled, summed over all processes before dividing), and `Controller.update(H̄)`
-   sets the gate (and, if adaptive, W and M). This is the old-policy pass of STARE_SPEC §2: the
+   sets the gate (and, if adaptive, W and M). This is the old-policy pass of docs/stare.md: the
    gate of a step comes from that step's own pre-update entropy, with no lag. TRL's own pass cannot
    give it: the loss sees one micro-batch at a time, and the first micro-batch needs the gate before
    the others have been forwarded. With TRL's defaults (`steps_per_generation ==
@@ -21,7 +21,7 @@ What it adds to a stock `GRPOTrainer` (TRL >= 1.16; see docs/trl.md):
    the controller is updated once per optimizer step; otherwise once per rollout batch, as verl.
 2. **ω on the clipped per-token loss** (the `get_off_policy_mask` hook). TRL multiplies its
    per-token loss by the value this method returns right after the PPO clip and before the
-   KL term and the aggregation: exactly where STARE_SPEC §1.3 puts ω. The override returns
+   KL term and the aggregation: exactly where docs/stare.md puts ω. The override returns
 
        ω = token_weights(logp_current, A, mask)   (times TRL's own off-policy mask if you set one)
 
@@ -38,7 +38,7 @@ authors' semantics where the pull request differs (docs/stare.md, "STARE in TRL"
 
 Metrics, through TRL's logger: the controller's `stare/gate_on`, `stare/batch_entropy`,
 `stare/reweight_w`, `stare/reweight_m`, `stare/target_entropy` (per rollout batch) and the weight
-statistics of STARE_SPEC §1.5 as `actor/stare/...` (per micro-batch, averaged over processes).
+statistics of docs/stare.md as `actor/stare/...` (per micro-batch, averaged over processes).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class StareGRPOTrainer(GRPOTrainer):
         """ω (B, T) for this micro-batch, times TRL's off-policy sequence mask when the user enabled it.
 
         TRL calls this once per micro-batch in `_compute_loss` and multiplies its clipped per-token
-        loss by the result before adding the KL term and aggregating (STARE_SPEC §1.3).
+        loss by the result before adding the KL term and aggregating (docs/stare.md).
 
         Args:
             advantages: (B, 1) TRL's advantages.
