@@ -1,4 +1,4 @@
-"""The folder layout is the architecture: dependencies point one way (CONTRIBUTING.md, "Layout and dependency direction")."""
+"""The folder layout is the architecture: dependencies point one way (CONTRIBUTING.md, "Layout")."""
 
 import ast
 import pathlib

@@ -1,6 +1,7 @@
 """A SandboxFusion-compatible HTTP server over any sandbox (`stare sandbox serve`).
 
-Wire format: SandboxFusion's published API. ``POST /run_code`` (a trailing slash is accepted), ``POST /run_jupyter``,
+Wire format: SandboxFusion's published API. ``POST /run_code`` (a trailing slash is accepted),
+``POST /run_jupyter``,
 ``GET /v1/ping`` -> ``"pong"``. Exact field names and enums; additive extras that clients ignore:
 ``run_result.stdout_truncated``, ``run_result.stderr_truncated`` and top-level ``sandbox_status`` (our
 `RunStatus`, the only place ``MemoryLimitExceeded`` is visible on the wire: SandboxFusion itself reports

@@ -1,4 +1,4 @@
-"""One test per known pitfall of the STARE semantics (docs/stare.md), named after the property it pins down."""
+"""One test per known pitfall of the STARE semantics (docs/stare.md), named after what it pins down."""
 
 import math
 
