@@ -67,6 +67,9 @@ class Run:
     started: float = 0.0
     prefetcher: RolloutPrefetcher | None = None
     """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
+    on_batch: Any = None
+    """Optional `(run, step, collected, batch) -> metrics`, called before the update; its metrics join
+    the step's record (the bench's all-episode entropy and counterfactual probes, `training.bench`)."""
 
 
 def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
@@ -223,6 +226,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     # ---- advantages, batch, old-log-prob pass, entropy gate, policy update ---------------------------
     update = collected.groups_kept > 0     # global: every process takes the same branch
     batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=update)
+    observed = run.on_batch(run, step, collected, batch) if run.on_batch is not None else {}
     prefetch_next(run, step)             # rollout.async_steps=1: the next round plays during the update
     learned, t_old, t_update = learn(run, batch, update=update)
     with warnings.catch_warnings():   # a step without an update still advances the schedule
@@ -239,7 +243,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             "time/reset_s": collected.reset_s, "time/prefetch_s": collected.prefetch_s,
             "time/old_logprob_s": t_old, "time/update_s": t_update,
             "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
-            "time": _elapsed(run)}
+            "time": _elapsed(run), **observed}
 
 
 def global_episode_metrics(trajs: list[Any]) -> dict[str, float]:

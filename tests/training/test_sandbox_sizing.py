@@ -20,7 +20,7 @@ def test_each_rollout_call_reserves_its_live_episodes(make_cfg, monkeypatch, liv
 
 def test_bench_reserves_without_starting_a_sandbox(monkeypatch):
     from envs.sandbox import local
-    from training.bench import live_episodes, reserve_sandbox_sessions
+    from training.bench.worker import live_episodes, reserve_sandbox_sessions
     from training.config import load_config
     monkeypatch.setattr(local, "_shared", None)
     monkeypatch.setattr(local, "_shared_reserved", 0)

@@ -108,6 +108,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         limits=rollout_limits(settings),
         seed=settings.seed,
         max_tries=settings.demo_max_tries,
+        aware=settings.demo_aware,
         chunk=LIVE_EPISODES,
     )
     probe.close()
