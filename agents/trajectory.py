@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from tasks.task import VERIFIER_FAILURES
+
 
 class Segment(IntEnum):
     """Who produced a response token."""
@@ -52,3 +54,13 @@ class Trajectory:
     """`tasks.Grade.status` of the final answer ("" when the episode never answered)."""
     failed: str | None = None
     """Reason when a world failure (sandbox down, ...) spoiled the episode; excluded from the loss."""
+
+    @property
+    def is_correct(self) -> bool:
+        """Graded correct, or (for an env that reports no grade) a positive reward."""
+        return self.grade_status == "correct" or (not self.grade_status and self.reward > 0)
+
+    @property
+    def is_verifier_failure(self) -> bool:
+        """The verifier timed out or crashed (`tasks.VERIFIER_FAILURES`): not the model's fault."""
+        return self.grade_status in VERIFIER_FAILURES

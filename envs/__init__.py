@@ -5,11 +5,12 @@ when made) and every third-party env of the `stare.envs` entry-point group.
 """
 
 from envs.checker import check_env
-from envs.core import ChatSpace, Grader, Message, StepResult, TextEnv, TextSpace
+from envs.core import ChatSpace, GradeInfo, Grader, Message, StepInfo, StepResult, TextEnv, TextSpace
 from envs.errors import (
                          EnvCheckError,
                          EnvError,
                          EpisodeError,
+                         RemoteEnvError,
                          ResetNeeded,
                          SandboxUnavailable,
                          ToolCrashed,
@@ -35,8 +36,10 @@ register("stare/Lookup-v0", "envs.lookup:LookupEnv")
 discover()  # last: a plugin's hook may import `envs` and needs the names above
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError", "EpisodeError", "Grader",
-    "HermesParser", "Message", "PythonBlockParser", "ResetNeeded", "SandboxUnavailable", "StepResult",
+    "ENTRY_POINT_GROUP", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError", "EpisodeError", "GradeInfo",
+    "Grader", "HermesParser", "Message", "PythonBlockParser", "RemoteEnvError", "ResetNeeded",
+    "SandboxUnavailable", "StepInfo",
+    "StepResult",
     "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
     "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "discover", "env_ids", "function_schema",
     "get_parser", "list_envs", "make", "register", "truncate_middle",

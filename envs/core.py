@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import gymnasium
 
 from envs.errors import ResetNeeded
 from envs.parsers import ToolCallError, ToolCallParser, get_parser
 from envs.tools import ToolCall, ToolOutcome, ToolSet
-from tasks.task import Grade, Task
+from tasks.task import Grade, GradeStatus, Task
 
 Message = dict[str, Any]
 """One chat message: `role` in ROLES, `content` a string; tool messages add `name` and `tool_call_id`."""
@@ -24,6 +24,44 @@ ROLES = ("system", "user", "assistant", "tool")
 
 Grader = Callable[[str, Task], Grade]
 """Grades the final assistant turn's text against a task."""
+
+
+class GradeInfo(TypedDict):
+    """`StepInfo["grade"]`: the `tasks.Grade` of the final answer, as plain data."""
+
+    status: GradeStatus
+    """correct, wrong, no_answer, verifier_timeout or verifier_error."""
+    prediction: str | None
+    """The extracted final answer, or None when none was found."""
+    correct: bool
+    """True only when the status is `correct`."""
+
+
+class _StepCounts(TypedDict):
+    """The keys of every step's info (`StepInfo`)."""
+
+    tool_calls: int
+    """Tool calls run this step (0 on the final step)."""
+    tool_errors: int
+    """Of them, calls that ended in an error (parse, unknown tool, timeout, ...)."""
+    error_kinds: list[str]
+    """The `kind` of each error this step (`envs.errors`)."""
+    tool_turns: int
+    """Tool turns so far in the episode."""
+
+
+class StepInfo(_StepCounts, total=False):
+    """The `info` of `step()`, the env -> agents hand-off (read by `agents.episode`).
+
+    Every step: `tool_calls`, `tool_errors`, `error_kinds`, `tool_turns`; the final step adds the rest.
+    """
+
+    grade: GradeInfo
+    """Final step only: the grade of the answer."""
+    task_id: str
+    """Final step only: the task's id."""
+    truncated_reason: str
+    """Final step of a truncated episode: why (`max_tool_turns`)."""
 
 
 class StepResult(NamedTuple):
@@ -37,7 +75,7 @@ class StepResult(NamedTuple):
     """The episode ended naturally: the assistant answered without a tool call."""
     truncated: bool
     """The episode was cut by the tool-turn budget; it is graded as no answer."""
-    info: dict[str, Any]
+    info: StepInfo
     """`tool_calls`, `tool_errors`, `error_kinds`, `tool_turns`; on the final step also `grade`."""
 
 
@@ -210,6 +248,17 @@ class TextEnv(gymnasium.Env[list, str]):
         attempts = self.parser.parse(action, self.tools) if len(self.tools) else []   # parse
         if not attempts:
             return self._finish(self.grader(action, self._task), terminated=True)      # score, decide
+        return self.step_calls(attempts)
+
+    def step_calls(self, attempts: Sequence[ToolCall | ToolCallError]) -> StepResult:
+        """Play one tool turn whose calls are already parsed (e.g. an MCP `tools/call` of a served env).
+
+        Same budget, observations and info as `step()` on a turn that makes these calls.
+        """
+        if not attempts:
+            raise ValueError("step_calls needs at least one call; an answer without calls goes to step()")
+        if not self._running:
+            raise ResetNeeded("call reset() before step(); the previous episode has ended")
         if self._tool_turns >= self.max_tool_turns:
             return self._finish(Grade(False, None, "no_answer"), truncated=True)
         self._tool_turns += 1
@@ -217,8 +266,8 @@ class TextEnv(gymnasium.Env[list, str]):
         errors = [o.error for o in outcomes if o.error]
         self._episode_errors += len(errors)
         messages = [self._tool_message(o, i) for i, o in enumerate(outcomes)]
-        info = {"tool_calls": len(outcomes), "tool_errors": len(errors), "error_kinds": errors,
-                "tool_turns": self._tool_turns}
+        info: StepInfo = {"tool_calls": len(outcomes), "tool_errors": len(errors), "error_kinds": errors,
+                          "tool_turns": self._tool_turns}
         return StepResult(messages, 0.0, False, False, info)
 
     def _act(self, attempt: ToolCall | ToolCallError, index: int) -> ToolOutcome:
@@ -236,9 +285,10 @@ class TextEnv(gymnasium.Env[list, str]):
 
     def _finish(self, grade: Grade, *, terminated: bool = False, truncated: bool = False) -> StepResult:
         reward = grade.reward - self.tool_error_penalty * self._episode_errors
-        info = {"tool_calls": 0, "tool_errors": 0, "error_kinds": [], "tool_turns": self._tool_turns,
-                "grade": {"status": grade.status, "prediction": grade.prediction, "correct": grade.correct},
-                "task_id": self._task.id}
+        graded: GradeInfo = {"status": grade.status, "prediction": grade.prediction, "correct": grade.correct}
+        turns = self._tool_turns
+        info: StepInfo = {"tool_calls": 0, "tool_errors": 0, "error_kinds": [], "tool_turns": turns,
+                          "grade": graded, "task_id": self._task.id}
         if truncated:
             info["truncated_reason"] = "max_tool_turns"
         self._end_episode()

@@ -40,6 +40,14 @@ class SandboxUnavailable(EpisodeError):
     """The code sandbox could not run the program (its own fault, never the user's code)."""
 
 
+class RemoteEnvError(EpisodeError):
+    """A remote env or tool server failed: unreachable, timed out, broke the protocol or sent too much.
+
+    The message names the server and the call. Raised from `step()`/`reset()`, it is a world failure
+    (the rollout loop records the episode as failed), exactly like `SandboxUnavailable`.
+    """
+
+
 class ResetNeeded(EnvError, RuntimeError):
     """`step()` was called before `reset()` or after the episode ended."""
 

@@ -24,6 +24,8 @@ from envs.errors import UnknownEnvError
 
 ENTRY_POINT_GROUP = "stare.envs"
 NAMESPACE = "stare"
+REMOTE_PREFIXES = {"openenv/": "envs.openenv.client:OpenEnvTextEnv"}
+"""Id prefix -> the class that turns the rest of the id (a server URL) into an env (loaded on use)."""
 _extra_ids: set[str] = set()
 """Ids registered through `register` or entry points (outside the `stare/` namespace)."""
 _seen_entry_points: set[tuple[str, str]] = set()
@@ -108,9 +110,15 @@ def suggest(env_id: str, n: int = 3) -> list[str]:
 def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """`gymnasium.make(env_id, **kwargs)` after plugin discovery, with "did you mean" on a wrong id.
 
+    An id "openenv/<url>" makes `envs.openenv.client.OpenEnvTextEnv(<url>, **kwargs)`: the OpenEnv server
+    at that URL as a text env (needs the `openenv` package).
+
     Raises:
         UnknownEnvError: No env has that id; the message lists the closest registered ids.
     """
+    for prefix, entry_point in REMOTE_PREFIXES.items():
+        if env_id.startswith(prefix):  # a URL is no Gymnasium id: build the client env directly
+            return load_env_creator(entry_point)(env_id[len(prefix):], **kwargs)
     if env_id not in gymnasium.registry:  # scanning entry points costs ~3 ms: only for ids not known yet
         discover()
     if env_id not in gymnasium.registry:

@@ -7,6 +7,7 @@ call and maps every model mistake (unknown tool, bad arguments, `ToolError`) to 
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 import types
@@ -107,6 +108,8 @@ def function_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     Returns `{"type": "function", "function": {"name", "description", "parameters": {"type": "object",
     "properties", "required"}}}`; arguments without a default are required.
 
+    An object with an `openai_schema` dict attribute (e.g. `envs.remote.RemoteTool`) is described by it.
+
     Args:
         fn: A function (or bound method) whose every argument is annotated and whose docstring has a
             summary and an `Args:` entry per argument.
@@ -114,6 +117,9 @@ def function_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     Raises:
         TypeError: An argument has no annotation, an unsupported type, or no docstring entry.
     """
+    declared = getattr(fn, "openai_schema", None)
+    if isinstance(declared, dict):  # a remote tool (MCP, OpenEnv) brings its schema with it
+        return copy.deepcopy(declared)
     name = getattr(fn, "__name__", type(fn).__name__)
     if not fn.__doc__:
         raise TypeError(f"tool {name!r} has no docstring; the model needs a description of the tool")

@@ -18,10 +18,12 @@ from stare.losses import (
     policy_loss,
     token_logprobs_and_entropy,
 )
+from stare.offpolicy import combine_weights, logprob_mismatch, tis_weights
 from stare.weights import select_tokens, token_weights, token_weights_with_stats, top_count
 
 __all__ = [
     "AGGREGATIONS", "PRESETS", "AlgoConfig", "Controller", "StareConfig", "aggregate", "clipped_surrogate",
+    "combine_weights", "logprob_mismatch", "tis_weights",
     "dynamic_sampling_keep", "entropy_bonus", "get_preset", "grpo_advantages", "kl_penalty", "masked_mean",
     "overlong_penalty", "policy_loss", "quadrant_metrics", "select_tokens", "token_logprobs_and_entropy",
     "token_weights", "token_weights_with_stats", "top_count", "truncated_mask",

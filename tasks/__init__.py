@@ -16,6 +16,7 @@ from tasks.countdown import (
     evaluate_expression,
     grade_countdown,
 )
+from tasks.export import save_parquet
 from tasks.extract import Extraction, extract_answer, last_boxed
 from tasks.generators import generate_split
 from tasks.grading import DEFAULT_TIMEOUT, GRADERS, grade, grade_many, grade_task, grade_tasks
@@ -32,5 +33,5 @@ __all__ = [
     "extract_answer",
     "format_prompt", "generate_split", "grade", "grade_countdown", "grade_many", "grade_task", "grade_tasks",
     "last_boxed", "list_datasets", "load", "prompt_styles", "reasoning_gym_tasks", "register_dataset",
-    "save_jsonl", "shared_pool", "system_prompt",
+    "save_jsonl", "save_parquet", "shared_pool", "system_prompt",
 ]

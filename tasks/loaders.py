@@ -1,4 +1,4 @@
-"""Read task files: our JSONL, GSM8K- and MATH-style JSONL, verl/STARE parquet, HF datasets on disk.
+"""Read task files: our JSONL, GSM8K/MATH JSONL, verl/STARE and SkyRL parquet, HF datasets on disk.
 
 Every row becomes a `Task`. A bad row raises `TaskFileError` naming the file, the line (JSONL,
 1-based) or row (parquet / datasets, 0-based) and the missing field.
@@ -66,31 +66,69 @@ def _math(row: Mapping[str, Any], where: str) -> Task:
                 answer=str(answer), family=_family_of(row, "short_cot"), meta={"source": "math", **meta})
 
 
-def _verl(row: Mapping[str, Any], where: str) -> Task:
-    """Verl / STARE parquet: chat-list `prompt`, `reward_model.ground_truth`, `data_source`."""
+def _chat_task(row: Mapping[str, Any], where: str, spec: str, truth: Any, meta: dict[str, Any]) -> Task:
+    """A Task from a chat-list `prompt` row (verl, SkyRL): the last user message, `truth` as answer.
+
+    A row written by `tasks.export` carries the exact task in `extra_info.stare_task` (JSON); it wins.
+    """
     chat = row["prompt"]
     if isinstance(chat, str):
         chat = json.loads(chat)
     users = [m for m in chat if m.get("role") == "user"]
     if not users:
         raise TaskFileError(f"{where}: field 'prompt' has no message with role 'user'")
-    reward_model = row["reward_model"]
-    if not isinstance(reward_model, Mapping) or reward_model.get("ground_truth") in (None, ""):
-        raise TaskFileError(f"{where}: missing field 'reward_model.ground_truth' (the reference answer)")
-    truth = reward_model["ground_truth"]
     extra = row.get("extra_info") or {}
+    if isinstance(extra, Mapping) and isinstance(extra.get("stare_task"), str):
+        exact = json.loads(extra["stare_task"])
+        return Task(**{**exact, "meta": {**exact.get("meta", {}), **meta}})
+    if truth in (None, ""):
+        raise TaskFileError(f"{where}: missing field '{spec}' (the reference answer)")
     index = extra.get("index") if isinstance(extra, Mapping) else None
     meta = {"source": row.get("data_source", ""), "chat": list(chat), "ability": row.get("ability", ""),
-            "extra_info": dict(extra) if isinstance(extra, Mapping) else extra}
+            "extra_info": dict(extra) if isinstance(extra, Mapping) else extra, **meta}
     default_id = f"{row.get('data_source', 'verl')}-{index}" if index is not None else _default_id(where)
     return Task(id=str(row.get("id") or default_id),
                 prompt=strip_cot_suffix(users[-1]["content"]),
                 answer=truth if isinstance(truth, str) else json.dumps(truth),
-                family=_family_of(row, "short_cot"), meta=meta)
+                family=_family_of(row, "tool" if meta.get("agent_name") == "tool_agent" else "short_cot"),
+                meta=meta)
+
+
+def _mapping(row: Mapping[str, Any], field: str, where: str) -> Mapping[str, Any]:
+    value = row.get(field) or {}
+    if not isinstance(value, Mapping):
+        raise TaskFileError(f"{where}: field '{field}' must be an object, got {type(value).__name__}")
+    return value
+
+
+def _verl(row: Mapping[str, Any], where: str) -> Task:
+    """Verl / STARE parquet: chat-list `prompt`, `reward_model.ground_truth`, `data_source`.
+
+    verl's agent loop columns are kept in meta: `agent_name` ("tool_agent", ...), and `tools_kwargs` /
+    `interaction_kwargs` (from `extra_info`, where verl puts them, or top level). Without
+    `reward_model.ground_truth`, a tool's `create_kwargs.ground_truth` in `tools_kwargs` is the answer.
+    """
+    extra = _mapping(row, "extra_info", where)
+    tools_kwargs = extra.get("tools_kwargs") or row.get("tools_kwargs") or {}
+    meta = {k: v for k, v in (("agent_name", row.get("agent_name")), ("tools_kwargs", tools_kwargs),
+                              ("interaction_kwargs", extra.get("interaction_kwargs"))) if v}
+    truth = _mapping(row, "reward_model", where).get("ground_truth")
+    if truth in (None, "") and isinstance(tools_kwargs, Mapping):
+        truth = next((kw.get("create_kwargs", {}).get("ground_truth") for kw in tools_kwargs.values()
+                      if isinstance(kw, Mapping) and isinstance(kw.get("create_kwargs"), Mapping)), None)
+    return _chat_task(row, where, "reward_model.ground_truth", truth, meta)
+
+
+def _skyrl(row: Mapping[str, Any], where: str) -> Task:
+    """SkyRL dataset rows: chat-list `prompt`, `env_class`, `reward_spec.ground_truth`, `data_source`."""
+    spec = _mapping(row, "reward_spec", where)
+    meta = {"env_class": row["env_class"], "reward_method": spec.get("method", "")}
+    return _chat_task(row, where, "reward_spec.ground_truth", spec.get("ground_truth"), meta)
 
 
 FORMATS: dict[str, tuple[tuple[str, ...], Any]] = {
     "verl": (("prompt", "reward_model"), _verl),
+    "skyrl": (("prompt", "env_class", "reward_spec"), _skyrl),
     "ours": (("prompt", "answer"), _ours),
     "gsm8k": (("question", "answer"), _gsm8k),
     "math": (("problem",), _math),

@@ -13,6 +13,9 @@ Family = Literal["short_cot", "long_cot", "tool"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 
 GradeStatus = Literal["correct", "wrong", "no_answer", "verifier_timeout", "verifier_error"]
+
+VERIFIER_FAILURES: tuple[GradeStatus, ...] = ("verifier_timeout", "verifier_error")
+"""Grade statuses that are the verifier's failure (timeout, crash), not the model's."""
 """Outcome of grading one response. Only `correct` earns reward; the last two are not the model's fault."""
 
 
@@ -76,4 +79,4 @@ class Grade:
     @property
     def is_verifier_failure(self) -> bool:
         """A timeout or crash of the verifier: not the model's fault, droppable from the loss."""
-        return self.status in ("verifier_timeout", "verifier_error")
+        return self.status in VERIFIER_FAILURES

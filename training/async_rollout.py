@@ -44,9 +44,7 @@ from typing import Any
 import torch
 
 from agents.trajectory import Trajectory
-
-PlayFn = Any
-"""(tasks, group_size, seed) -> trajectories, task-major (as `training.runtime.make_player` returns)."""
+from training.sampling import PlayFn
 
 
 @dataclass

@@ -20,7 +20,6 @@ from torch import Tensor
 
 from agents.trajectory import Trajectory
 from training import distributed
-from training.rollout_engine import rollout_log_probs
 
 
 @dataclass(frozen=True)
@@ -122,6 +121,27 @@ def collate(trajectories: Sequence[Trajectory], advantages: Tensor, *, pad_id: i
     return Batch(input_ids=ids, attention_mask=attn, response_ids=ids[:, width_p:], loss_mask=mask,
                  turn_index=turns, advantages=advantages.float(), prompt_width=width_p,
                  rollout_log_probs=rollout)
+
+
+def rollout_log_probs(trajectories: Sequence[Trajectory], width: int) -> Tensor:
+    """The rollout log-probs μ of a batch, laid out as `Batch.loss_mask`.
+
+    Args:
+        trajectories: B episodes with `logprobs` (one per response token, 0.0 at injected ones).
+        width: R, the padded response width of the batch.
+
+    Returns:
+        (B, R) float32, right-padded with 0.0.
+    """
+    out = torch.zeros((len(trajectories), width), dtype=torch.float32)
+    for row, traj in enumerate(trajectories):
+        values = list(traj.logprobs)
+        if len(values) != len(traj.response_ids):
+            raise ValueError(f"trajectory {row} has {len(values)} rollout log-probs for "
+                             f"{len(traj.response_ids)} response tokens; they must match")
+        if values:
+            out[row, :len(values)] = torch.tensor(values, dtype=torch.float32)
+    return out
 
 
 def _check_lengths(traj: Trajectory, row: int) -> None:

@@ -26,7 +26,7 @@ estimator on other samples.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -36,21 +36,14 @@ from agents.trajectory import Segment, Trajectory
 from training import distributed
 from training.batch import collate
 from training.logprobs import batch_logprobs
-
-PlayFn = Callable[[list[Any], int, int], list[Trajectory]]
-"""(tasks, group_size, seed) -> trajectories, task-major (validation sampling already bound)."""
-
-
-def is_correct(traj: Trajectory) -> bool:
-    """Graded correct (or, for envs without a grade, a positive reward)."""
-    return traj.grade_status == "correct" or (not traj.grade_status and traj.reward > 0)
+from training.sampling import PlayFn
 
 
 def score_groups(trajs: Sequence[Trajectory], k: int) -> dict[str, float]:
     """avg@k and pass@k of task-major trajectories, k per task."""
     if len(trajs) % k:
         raise ValueError(f"{len(trajs)} trajectories are not a whole number of groups of k={k}")
-    correct = torch.tensor([is_correct(t) for t in trajs], dtype=torch.float32).view(-1, k)   # (N, k)
+    correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float32).view(-1, k)   # (N, k)
     return {f"avg@{k}": float(correct.mean()), f"pass@{k}": float((correct.sum(-1) > 0).float().mean())}
 
 
@@ -95,7 +88,7 @@ def evaluate_set(play: PlayFn, model: nn.Module, tasks: Sequence[Any], *, k: int
 
 def _local_sums(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
     """(5,) float64: Σ c_i / k, Σ 1[c_i > 0], Σ sampled tokens, Σ tool calls, episodes."""
-    correct = torch.tensor([is_correct(t) for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
+    correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
     counts = correct.sum(-1)                                                                     # (n,)
     return torch.tensor([float(counts.sum()) / k, float((counts > 0).sum()),
                          float(sum(sum(t.loss_mask) for t in trajs)),

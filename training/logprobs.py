@@ -1,13 +1,19 @@
-"""Forward passes over a `Batch`: token log-probs and entropy of the response tokens.
+"""Forward passes over a `Batch`: token log-probs and entropy of the response tokens (step stage 3).
 
 Only the R + 1 last positions go through the LM head (`logits_to_keep`), so prompt positions cost
 no vocabulary projection:
 
     logits (B, R + 1, V)  -> [:, :R] predicts response_ids (B, R)
     logp_t = log softmax(z_t / T)[id_t],  H_t = entropy of softmax(z_t / T)
+
+`forward_pass` is the step's pass over the whole batch that gives the pre-update log-probs π_old
+and entropy: a separate no-grad pass, or (fused, on-policy) the update's own forward with grad,
+whose graphs the update then back-propagates (`training.update`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -34,6 +40,48 @@ def forward_logprobs(model: nn.Module, batch: Batch, temperature: float, *,
                 position_ids=batch.position_ids, logits_to_keep=width_r + 1, use_cache=False)
     logits = out.logits[:, :width_r]                                          # (B, R, V)
     return token_logprobs_and_entropy(logits, batch.response_ids, temperature, entropy_grad=entropy_grad)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The step's forward pass over the whole batch."""
+
+    log_probs: Tensor
+    """(B, R) float32 on CPU, no grad: log π_old of the response tokens (0 at padding)."""
+    entropy: Tensor
+    """(B, R) float32 on CPU, no grad: token entropy under π_old."""
+    graphs: list[tuple[Tensor, Tensor]] | None = None
+    """Fused pass only: per micro-batch (in `equal_micro_batches` order) the (b, r) log-probs and
+    entropy with their autograd graphs, for the update to back-propagate; None after a no-grad pass."""
+
+
+def forward_pass(model: nn.Module, batch: Batch, temperature: float, *, token_budget: int,
+                 device: torch.device | str, by_length: bool, fused: bool,
+                 entropy_grad: bool = False) -> Forward:
+    """π_old and entropy of the whole batch: a no-grad pass (eval mode), or fused with the update.
+
+    Fused (on-policy: one mini-batch, one epoch, one process), every micro-batch is forwarded once
+    with grad in train mode and its graph kept: the reference sets logp_old = logp.detach()
+    (ratio ≡ 1), so a separate pass would only recompute the same numbers. Peak memory then holds
+    the activations of the whole batch.
+    """
+    if not fused:
+        model.eval()
+        logp, ent = batch_logprobs(model, batch, temperature, token_budget=token_budget, device=device,
+                                   by_length=by_length)
+        return Forward(logp, ent)
+    model.train()
+    _, groups = equal_micro_batches(batch, range(batch.size), token_budget, by_length=by_length)
+    old = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
+    ent = torch.zeros_like(old)
+    graphs = []
+    for rows in groups:
+        logp, entropy = forward_logprobs(model, to_device(batch.select(rows), device), temperature,
+                                         entropy_grad=entropy_grad)
+        old[rows, :logp.shape[1]] = logp.detach().float().cpu()
+        ent[rows, :logp.shape[1]] = entropy.detach().float().cpu()
+        graphs.append((logp, entropy))
+    return Forward(old, ent, graphs)
 
 
 def batch_logprobs(model: nn.Module, batch: Batch, temperature: float, *, token_budget: int,
@@ -75,28 +123,3 @@ def to_device(batch: Batch, device: torch.device | str) -> Batch:
         return batch
     moved = {name: value.to(device) for name, value in vars(batch).items() if isinstance(value, Tensor)}
     return batch.with_(**moved)
-
-
-def masked_token_mean(values: Tensor, mask: Tensor) -> float:
-    """sum(values·mask) / sum(mask) as a float (NaN when the mask is empty)."""
-    total = float(mask.sum())
-    return float((values * mask).sum()) / total if total > 0 else float("nan")
-
-
-def per_turn_means(values: Tensor, mask: Tensor, turn_index: Tensor, *, max_turns: int) -> dict[int, float]:
-    """Token mean of `values` over mask tokens of each assistant turn k (vectorised).
-
-    Args:
-        values: (B, R) per-token values (e.g. entropy).
-        mask: (B, R) loss mask.
-        turn_index: (B, R) turn of each token (-1 on padding).
-        max_turns: turns reported (0..max_turns-1).
-
-    Returns:
-        {k: mean} for turns that have at least one mask token.
-    """
-    valid = (mask > 0) & (turn_index >= 0) & (turn_index < max_turns)
-    idx = turn_index[valid]
-    sums = torch.zeros(max_turns, dtype=torch.float64).index_add_(0, idx, values[valid].double())
-    counts = torch.bincount(idx, minlength=max_turns)
-    return {k: float(sums[k] / counts[k]) for k in range(max_turns) if counts[k] > 0}

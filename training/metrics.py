@@ -13,7 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from agents.trajectory import Trajectory
+from training import distributed
+from training.sampling import Collected
 
 REFLECTION_WORDS: tuple[str, ...] = ("wait", "however", "verify", "check", "but", "alternatively", "hmm",
                                      "actually", "recheck", "mistake")
@@ -35,12 +39,12 @@ def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     """Means over episodes: reward, accuracy, lengths, turns, tool calls/errors, reflection words.
 
     `train/response_length` counts sampled (loss-mask) tokens; `train/acc` is the share graded correct
-    (`grade_status == "correct"`, or reward > 0 when the env reports no grade).
+    (`Trajectory.is_correct`).
     """
     if not trajs:
         return {}
     n = len(trajs)
-    acc = [float(t.grade_status == "correct" or (not t.grade_status and t.reward > 0)) for t in trajs]
+    acc = [float(t.is_correct) for t in trajs]
     out = {
         "train/reward": sum(t.reward for t in trajs) / n,
         "train/acc": sum(acc) / n,
@@ -55,6 +59,38 @@ def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "train/prompt_truncated": sum(float(t.metrics.get("prompt_truncated", 0)) for t in trajs) / n,
     }
     return out
+
+
+def global_episode_metrics(trajs: list[Trajectory]) -> dict[str, float]:
+    """`episode_metrics` over every process's episodes: Σ_r n_r · mean_r / Σ_r n_r per key."""
+    parts = distributed.gather_objects((len(trajs), episode_metrics(trajs)))
+    total = sum(n for n, _ in parts)
+    keys = dict.fromkeys(key for _, means in parts for key in means)
+    return {key: sum(n * means.get(key, 0.0) for n, means in parts) / total for key in keys} if total else {}
+
+
+def step_record(step: int, collected: Collected, learned: Mapping[str, float], *, lr: float,
+                seconds: Mapping[str, float]) -> dict[str, Any]:
+    """The metrics record of one training step (collective: every process calls it).
+
+    Args:
+        step: the training step.
+        collected: the rollout stage's output (episodes, rounds, timings).
+        learned: entropy gate, diagnostics, update and controller metrics.
+        lr: the learning rate the step trained with.
+        seconds: `old_logprob`, `update` and `step` wall times, and `time` (run time so far).
+    """
+    step_s = seconds["step"]
+    sampled = int(distributed.all_sum(torch.tensor(sum(sum(t.loss_mask) for t in collected.all))))
+    return {"step": step, **global_episode_metrics(collected.all), **learned,
+            "train/groups_kept": collected.groups_kept, "train/gen_rounds": collected.rounds,
+            "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
+            "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
+            "time/tools_s": collected.tool_s, "time/render_s": collected.render_s,
+            "time/reset_s": collected.reset_s, "time/prefetch_s": collected.prefetch_s,
+            "time/old_logprob_s": seconds["old_logprob"], "time/update_s": seconds["update"],
+            "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
+            "time": seconds["time"]}
 
 
 class MetricsLogger:

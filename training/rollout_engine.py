@@ -1,4 +1,4 @@
-"""The trainer's rollout engine (HF or vLLM) and the rollout/trainer log-prob mismatch.
+"""The trainer's rollout engine: HF (the live model) or vLLM (weights pushed in after each step).
 
 Two engines play the training episodes (`rollout.engine`):
 
@@ -7,108 +7,22 @@ Two engines play the training episodes (`rollout.engine`):
   which pushes the trainer's whole weights (gathered under FSDP / ZeRO-3) into the running engine
   (no reload) before the first generation that follows an optimizer step; one engine per process.
 
-Whatever the engine, the log-probs it returns (`Trajectory.logprobs`, μ) and the trainer's
-old-log-prob pass (π_old) differ by numerics (kernels, dtypes, batch shapes). Per step, over the
-loss-mask tokens only (N = Σ mask):
-
-    rollout/logprob_abs_diff = Σ |log π_old − log μ| · mask / N
-    rollout/kl               = Σ (r − 1 − log r) · mask / N,   r = π_old / μ = exp(log π_old − log μ)
-
-(`kl` is the k3 estimator of KL(μ ‖ π_old) from samples of μ: unbiased and ≥ 0 per token.)
-The optional truncated importance sampling (TIS) correction, as in verl and TRL, multiplies each
-token's policy loss by
-
-    w_t = min(exp(log π_old,t − log μ_t), C)        (`rollout.tis_cap` = C; 0 = off)
-
-which turns the update into an estimate under the trainer's own distribution.
+The log-probs either engine returns (`Trajectory.logprobs`, μ) are compared with the trainer's
+old-log-prob pass, and optionally corrected for, by `stare.offpolicy` (docs/vllm.md).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from agents.policy import Completion, SamplingParams
 from training.distributed import full_state_dict, iter_full_state, rank, sharding_kind, world_size
-
-
-def rollout_log_probs(trajectories: Sequence[Any], width: int) -> Tensor:
-    """The rollout log-probs μ of a batch, laid out as `Batch.loss_mask`.
-
-    Args:
-        trajectories: B episodes with `logprobs` (one per response token, 0.0 at injected ones).
-        width: R, the padded response width of the batch.
-
-    Returns:
-        (B, R) float32, right-padded with 0.0.
-    """
-    out = torch.zeros((len(trajectories), width), dtype=torch.float32)
-    for row, traj in enumerate(trajectories):
-        values = list(traj.logprobs)
-        if len(values) != len(traj.response_ids):
-            raise ValueError(f"trajectory {row} has {len(values)} rollout log-probs for "
-                             f"{len(traj.response_ids)} response tokens; they must match")
-        if values:
-            out[row, :len(values)] = torch.tensor(values, dtype=torch.float32)
-    return out
-
-
-def logprob_mismatch(old_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor,
-                     reduce: Callable[[Tensor], Tensor] | None = None) -> dict[str, float]:
-    """Mean |Δ log-prob| and the k3 KL estimate between rollout and trainer, on loss-mask tokens.
-
-    Args:
-        old_log_probs: (B, R) log π_old from the trainer's old-log-prob pass.
-        rollout_log_probs: (B, R) log μ returned by the rollout engine.
-        mask: (B, R) 1 on trained (sampled) tokens.
-        reduce: sums a (3,) float64 tensor over processes (e.g. `accelerator.reduce(t, "sum")`), so
-            the means are over the global batch; None = this process only.
-
-    Returns:
-        {"rollout/logprob_abs_diff", "rollout/kl"}; both 0.0 when the mask is empty.
-    """
-    mask = mask.to(torch.float64)
-    delta = (old_log_probs.to(torch.float64) - rollout_log_probs.to(torch.float64)) * mask
-    k3 = torch.expm1(delta) - delta            # r − 1 − log r with log r = Δ; exactly 0 where mask = 0
-    sums = torch.stack([delta.abs().sum(), k3.sum(), mask.sum()])
-    if reduce is not None:
-        sums = reduce(sums)
-    abs_sum, kl_sum, count = (float(v) for v in sums)
-    if count == 0:
-        return {"rollout/logprob_abs_diff": 0.0, "rollout/kl": 0.0}
-    return {"rollout/logprob_abs_diff": abs_sum / count, "rollout/kl": kl_sum / count}
-
-
-def tis_weights(old_log_probs: Tensor, rollout_log_probs: Tensor, cap: float) -> Tensor:
-    """Truncated importance weights w = min(exp(log π_old − log μ), C), no gradient.
-
-    Args:
-        old_log_probs: (B, R) log π_old.
-        rollout_log_probs: (B, R) log μ.
-        cap: C > 0.
-
-    Returns:
-        (B, R) float32 weights (padding positions give exp(0) = 1; the loss mask removes them).
-    """
-    if cap <= 0:
-        raise ValueError(f"rollout.tis_cap must be > 0 to compute TIS weights (0 = off), got {cap}")
-    delta = (old_log_probs.detach().float() - rollout_log_probs.detach().float()).clamp(max=20.0)
-    return torch.exp(delta).clamp(max=cap)
-
-
-def combine_weights(weights: Tensor | None, tis: Tensor | None) -> Tensor | None:
-    """ω · w_TIS, where either may be absent (None = all ones)."""
-    if tis is None:
-        return weights
-    if weights is None:
-        return tis
-    return weights * tis.to(weights.device, weights.dtype)
 
 
 def vllm_kwargs(rollout_cfg: Any, model_dtype: str) -> dict[str, Any]:

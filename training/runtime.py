@@ -15,6 +15,7 @@ import torch
 
 import stare
 from training.config import TrainConfig
+from training.sampling import PlayFn
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -124,8 +125,7 @@ def load_tasks(name: str, limit: int = 0) -> list[Any]:
 
 
 def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callable[[], Any], *,
-                temperature: float, top_p: float, top_k: int = -1) -> Callable[[list[Any], int, int],
-                                                                               list[Any]]:
+                temperature: float, top_p: float, top_k: int = -1) -> PlayFn:
     """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits.
 
     Limits come from `cfg.rollout`: max_turns, max_response_tokens, max_tool_tokens and the initial

@@ -17,6 +17,7 @@ import torch
 
 import stare
 from agents.trajectory import Trajectory
+from tasks.task import Task
 from training import distributed
 
 
@@ -107,8 +108,9 @@ class Collected:
     """Wall time of round 0 in the rollout thread when it was played ahead (`rollout.async_steps`)."""
 
 
-RolloutFn = Callable[[list[Any], int], list[Trajectory]]
-"""(tasks, seed) -> trajectories, task-major, `group_size` per task, group_id = task index."""
+PlayFn = Callable[[list[Task], int, int], list[Trajectory]]
+"""Plays one round: (tasks, group_size, seed) -> trajectories, task-major, `group_size` per task,
+group_id = task index (`training.runtime.make_player` builds one with its sampling bound)."""
 
 
 def round_size(prompts: int, per_round: int, dynamic_sampling: bool, world: int) -> int:
@@ -116,7 +118,7 @@ def round_size(prompts: int, per_round: int, dynamic_sampling: bool, world: int)
     return share(per_round if dynamic_sampling else prompts, world)
 
 
-def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, prompts: int, per_round: int,
+def collect(play: PlayFn, stream: TaskStream, *, step: int, seed: int, prompts: int, per_round: int,
             group_size: int, dynamic_sampling: bool, max_rounds: int, drop_failed: bool,
             first_round: Any = None) -> Collected:
     """Sample groups until `prompts` groups are kept (DAPO dynamic sampling) or the round limit.
@@ -134,7 +136,7 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
     exact, because a group never spans processes.
 
     Args:
-        rollout: plays episodes for a list of tasks (see `RolloutFn`).
+        play: plays a round of episodes (see `PlayFn`).
         stream: the task cursor.
         step: training step (seeds the round).
         seed: run seed.
@@ -161,7 +163,7 @@ def collect(rollout: RolloutFn, stream: TaskStream, *, step: int, seed: int, pro
             tasks = stream.take(round_size(prompts, per_round, dynamic_sampling, world))
             rs = round_seed(seed, step, rounds, rank)
             torch.manual_seed(rs)
-            num_tasks, trajs = len(tasks), rollout(tasks, rs)
+            num_tasks, trajs = len(tasks), play(tasks, group_size, rs)
         times["rollout_s"] += time.perf_counter() - start
         stats = getattr(trajs, "stats", None)   # agents.RolloutBatch carries a time split
         for key in ("generation_s", "tool_s", "render_s", "reset_s"):
@@ -207,7 +209,7 @@ def _first_groups(keys: list[tuple[int, int]], prompts: int, world: int) -> set[
 
 def is_failure(traj: Trajectory) -> bool:
     """A world failure (`failed`) or a verifier failure (timeout/error): not the model's fault."""
-    return bool(traj.failed) or traj.grade_status in ("verifier_timeout", "verifier_error")
+    return bool(traj.failed) or traj.is_verifier_failure
 
 
 def _has_variance(group: list[Trajectory]) -> bool:

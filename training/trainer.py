@@ -1,13 +1,19 @@
-"""The STARE / DAPO / GRPO trainer: `train(cfg) -> summary`. Reads top to bottom.
+"""The STARE / DAPO / GRPO trainer: `train(cfg) -> summary`. The step reads top to bottom in `train_step`.
 
-One training step (DESIGN.md §3):
+One training step (DESIGN.md §3), each stage a call into a module with one job:
 
-    prompts (seeded cursor) -> rollout_batch (group size n) -> rewards (+ DAPO overlong penalty)
-    -> DAPO dynamic sampling (refill rounds) -> GRPO advantages -> padded batch
-    -> old-log-prob pass (no grad) with token entropy
-    -> H̄ = token mean of the entropy over loss-mask tokens only -> controller.update(H̄)
-    -> per micro-batch: log-probs -> STARE ω -> policy loss -> backward -> optimizer step(s)
-    -> metrics (JSONL, TensorBoard, progress), evaluation, checkpoint
+    1. collect     prompts (seeded cursor) -> groups of n episodes -> rewards; DAPO dynamic sampling
+                   refills rounds until enough groups have reward variance     (training.sampling)
+    2. advantages  (+ DAPO overlong penalty) GRPO advantages, padded batch     (training.advantages)
+    3. forward     π_old and token entropy of the whole batch: a no-grad pass, or, fused (on-policy,
+                   one process), the update's own forward with grad            (training.logprobs)
+    4. gate        H̄ = token mean of the entropy over loss-mask tokens -> controller.update(H̄)
+                   (training.gate)
+    5. weights     TIS weights and, at global scope, STARE ω over the batch   (training.weights)
+    6. loss        per micro-batch: ω (micro scope) · w_TIS -> policy loss (+ KL, entropy terms)
+    7. step        backward; clip and optimizer step per mini-batch           (training.update)
+
+then metrics (JSONL, TensorBoard, progress), evaluation and checkpoints (`fit`).
 
 Under `torchrun` / `accelerate launch` (W processes) each process plays its share of every round's
 prompts as whole groups (`training.sampling.collect`), computes advantages over its own groups
@@ -30,16 +36,18 @@ import torch
 
 import stare
 from training import distributed, runtime
+from training.advantages import make_batch
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
-from training.batch import Batch, collate, placeholder_rows
+from training.batch import Batch
 from training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from training.config import TrainConfig, dump_yaml
 from training.evaluate import evaluate
-from training.logprobs import batch_logprobs, per_turn_means
-from training.metrics import MetricsLogger, episode_metrics
-from training.rollout_engine import logprob_mismatch, tis_weights
-from training.sampling import Collected, TaskStream, collect, round_seed, round_size, share
-from training.update import fused_on_policy_update, global_stare_weights, update_policy
+from training.gate import diagnostics, entropy_gate
+from training.logprobs import batch_logprobs, forward_pass
+from training.metrics import MetricsLogger, step_record
+from training.sampling import Collected, PlayFn, TaskStream, collect, round_seed, round_size, share
+from training.update import UpdateSettings, update_policy
+from training.weights import batch_weights
 
 
 @dataclass
@@ -55,12 +63,14 @@ class Run:
     tokenizer: Any
     controller: stare.Controller
     stream: TaskStream
-    play_train: Any
-    play_eval: Any
+    play_train: PlayFn
+    play_eval: PlayFn
     eval_sets: dict[str, list[Any]]
     ref_model: Any
     pad_id: int
     run_dir: Path
+    update: UpdateSettings
+    """Forward-pass and update settings (micro-/mini-batching, clipping, fused or not)."""
     start_step: int = 0
     elapsed_before: float = 0.0
     """Seconds of training done before this process (resume)."""
@@ -112,7 +122,8 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     run = Run(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
               scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
               stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
-              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher)
+              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher,
+              update=UpdateSettings.from_config(cfg, accelerator.num_processes))
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, accelerator)
@@ -218,40 +229,37 @@ def fit(run: Run) -> dict[str, Any]:
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
-    """One training step; returns its metrics record."""
+    """One training step, stages 1-7 of the module docstring; returns its metrics record."""
     cfg, t_step = run.cfg, time.perf_counter()
     lr = float(run.scheduler.get_last_lr()[0])
-    # ---- rollouts and DAPO dynamic sampling ----------------------------------------------------------
-    collected = rollout_stage(run, step)
-    # ---- advantages, batch, old-log-prob pass, entropy gate, policy update ---------------------------
-    update = collected.groups_kept > 0     # global: every process takes the same branch
-    batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=update)
+    collected = rollout_stage(run, step)                                                     # 1. collect
+    trains = collected.groups_kept > 0     # global: every process takes the same branch
+    batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=trains)          # 2. advantages
     observed = run.on_batch(run, step, collected, batch) if run.on_batch is not None else {}
     prefetch_next(run, step)             # rollout.async_steps=1: the next round plays during the update
-    learned, t_old, t_update = learn(run, batch, update=update)
+    t_old = time.perf_counter()
+    fused = trains and run.update.fused
+    forward = forward_pass(run.model, batch, run.update.temperature, token_budget=run.update.token_budget,
+                           device=run.accelerator.device, by_length=run.update.by_length, fused=fused,
+                           entropy_grad=run.algo.entropy_coef > 0)                         # 3. forward
+    batch = reference_pass(run, batch.with_(old_log_probs=forward.log_probs, entropy=forward.entropy))
+    h_bar = entropy_gate(run.controller, batch)                                            # 4. gate
+    batch, weight_stats = batch_weights(batch, run.algo, run.controller,
+                                        tis_cap=cfg.rollout.tis_cap)                        # 5. weights
+    seen = diagnostics(batch, run.algo, h_bar, max_turns=cfg.rollout.max_turns)
+    t_update = time.perf_counter()
+    learned = update_policy(run.model, run.optimizer, batch, run.update, algo=run.algo,   # 6-7. loss, step
+                            controller=run.controller, accelerator=run.accelerator,
+                            forward=forward) if trains else {}
     with warnings.catch_warnings():   # a step without an update still advances the schedule
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
         run.scheduler.step()
-    # ---- metrics -------------------------------------------------------------------------------------
-    step_s = time.perf_counter() - t_step
-    sampled = int(distributed.all_sum(torch.tensor(sum(sum(t.loss_mask) for t in collected.all))))
-    return {"step": step, **global_episode_metrics(collected.all), **learned, **run.controller.metrics(),
-            "train/groups_kept": collected.groups_kept, "train/gen_rounds": collected.rounds,
-            "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
-            "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
-            "time/tools_s": collected.tool_s, "time/render_s": collected.render_s,
-            "time/reset_s": collected.reset_s, "time/prefetch_s": collected.prefetch_s,
-            "time/old_logprob_s": t_old, "time/update_s": t_update,
-            "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
-            "time": _elapsed(run), **observed}
-
-
-def global_episode_metrics(trajs: list[Any]) -> dict[str, float]:
-    """`episode_metrics` over every process's episodes: Σ_r n_r · mean_r / Σ_r n_r per key."""
-    parts = distributed.gather_objects((len(trajs), episode_metrics(trajs)))
-    total = sum(n for n, _ in parts)
-    keys = dict.fromkeys(key for _, means in parts for key in means)
-    return {key: sum(n * means.get(key, 0.0) for n, means in parts) / total for key in keys} if total else {}
+    now = time.perf_counter()
+    seconds = {"old_logprob": 0.0 if fused else t_update - t_old,   # fused: the forward is the update's
+               "update": now - (t_old if fused else t_update), "step": now - t_step, "time": _elapsed(run)}
+    metrics = {**seen, **weight_stats, **learned, **run.controller.metrics(), **observed}
+    return step_record(step, collected, metrics,
+                       lr=lr, seconds=seconds)
 
 
 def rollout_stage(run: Run, step: int) -> Collected:
@@ -264,8 +272,7 @@ def rollout_stage(run: Run, step: int) -> Collected:
     t0 = time.perf_counter()
     first = run.prefetcher.take(step) if run.prefetcher is not None else None
     waited = time.perf_counter() - t0
-    collected = collect(lambda tasks, seed: run.play_train(tasks, r.group_size, seed), run.stream, step=step,
-                        seed=run.cfg.seed, prompts=r.prompts_per_step,
+    collected = collect(run.play_train, run.stream, step=step, seed=run.cfg.seed, prompts=r.prompts_per_step,
                         per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
                         dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
                         drop_failed=r.drop_failed, first_round=first)
@@ -289,90 +296,6 @@ def prefetch_next(run: Run, step: int) -> None:
     run.prefetcher.launch(step + 1, tasks, r.group_size, round_seed(cfg.seed, step + 1, 0, rank))
 
 
-def learn(run: Run, batch: Batch, *, update: bool) -> tuple[dict[str, float], float, float]:
-    """Old-log-prob pass, entropy gate and (when `update`) the policy update.
-
-    Without an update (dynamic sampling kept no group) the entropy still comes from this step's
-    episodes, so the gate and the curves follow the policy.
-
-    Returns:
-        (metrics, seconds of the old-log-prob pass, seconds of the update).
-    """
-    cfg, t0 = run.cfg, time.perf_counter()
-    kwargs = {"algo": run.algo, "controller": run.controller, "accelerator": run.accelerator,
-              "temperature": cfg.rollout.temperature, "token_budget": cfg.train.micro_batch_tokens,
-              "grad_clip": cfg.optim.grad_clip, "by_length": cfg.train.sort_micro_batches}
-    if update and fused(cfg, run.accelerator.num_processes):
-        entropy_metrics: dict[str, float] = {}
-
-        def before_loss(full: Batch) -> Batch:
-            updated, metrics = entropy_stage(run, full)
-            entropy_metrics.update(metrics)
-            return updated
-        _, metrics = fused_on_policy_update(run.model, run.optimizer, reference_pass(run, batch),
-                                            before_loss=before_loss, **kwargs)
-        return {**entropy_metrics, **metrics}, 0.0, time.perf_counter() - t0
-    batch, entropy_metrics = old_logprob_pass(run, batch)
-    t_old, t0 = time.perf_counter() - t0, time.perf_counter()
-    metrics = update_policy(run.model, run.optimizer, batch, mini_batch_count=cfg.train.mini_batches,
-                            epochs=cfg.train.epochs, **kwargs) if update else {}
-    return {**entropy_metrics, **metrics}, t_old, time.perf_counter() - t0
-
-
-def make_batch(collected: Collected, algo: stare.AlgoConfig, cfg: TrainConfig, *, pad_id: int,
-               update: bool = True) -> Batch:
-    """Rewards (+ overlong penalty), GRPO advantages, padding, DAPO truncation masking.
-
-    The kept trajectories, or, when no process kept any (`update` false), every trajectory of the
-    step with zero advantages (used only for the entropy; no update follows). A process that kept
-    no group while others did gets placeholder rows (loss mask 0), so it joins the collectives and
-    the gradient all-reduce without adding a token. With several processes every process holds at
-    least `train.mini_batches` rows, so all run the same number of optimizer steps.
-    """
-    if not update:
-        return collate(collected.all, torch.zeros(len(collected.all)), pad_id=pad_id)
-    if not collected.kept:
-        blank = collate(collected.all[:1], torch.zeros(1), pad_id=pad_id)
-        blank = blank.with_(loss_mask=torch.zeros_like(blank.loss_mask))
-        return placeholder_rows(blank, cfg.train.mini_batches)
-    trajs = collected.kept
-    rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
-    if algo.overlong_buffer > 0:
-        lengths = torch.tensor([len(t.response_ids) for t in trajs])
-        rewards = rewards + stare.overlong_penalty(lengths, cfg.rollout.max_response_tokens,
-                                                   algo.overlong_buffer,
-                                                   algo.overlong_penalty)
-    group_ids = torch.tensor([t.group_id for t in trajs])
-    advantages = stare.grpo_advantages(rewards, group_ids, norm_std=algo.norm_adv_by_std)
-    batch = collate(trajs, advantages, pad_id=pad_id)
-    if algo.mask_truncated:
-        truncated = torch.tensor([t.finish_reason == "length" for t in trajs])
-        batch = batch.with_(loss_mask=stare.truncated_mask(batch.loss_mask, truncated))
-    if distributed.world_size() > 1 and batch.size < cfg.train.mini_batches:
-        batch = placeholder_rows(batch, cfg.train.mini_batches)
-    return batch
-
-
-def fused(cfg: TrainConfig, processes: int = 1) -> bool:
-    """Whether the update's own forward pass serves as the old-log-prob pass (on-policy, one process).
-
-    With several processes the separate no-grad pass is used: the fused path runs every forward
-    before any backward, which DDP's gradient reducer does not allow.
-    """
-    return (cfg.train.fuse_on_policy and cfg.train.mini_batches == 1 and cfg.train.epochs == 1
-            and processes == 1)
-
-
-def old_logprob_pass(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
-    """Pre-update log-probs and entropy (no grad, micro-batched), then `entropy_stage`."""
-    cfg, acc = run.cfg, run.accelerator
-    run.model.eval()
-    old_logp, entropy = batch_logprobs(run.model, batch, cfg.rollout.temperature,
-                                       token_budget=cfg.train.micro_batch_tokens, device=acc.device,
-                                       by_length=cfg.train.sort_micro_batches)
-    return entropy_stage(run, reference_pass(run, batch.with_(old_log_probs=old_logp, entropy=entropy)))
-
-
 def reference_pass(run: Run, batch: Batch) -> Batch:
     """Reference-model log-probs for the KL term (a no-op without a reference model)."""
     if run.ref_model is None:
@@ -380,39 +303,6 @@ def reference_pass(run: Run, batch: Batch) -> Batch:
     ref_logp, _ = batch_logprobs(run.ref_model, batch, run.cfg.rollout.temperature,
                                  token_budget=run.cfg.train.micro_batch_tokens, device=run.accelerator.device)
     return batch.with_(ref_log_probs=ref_logp)
-
-
-def entropy_stage(run: Run, batch: Batch) -> tuple[Batch, dict[str, float]]:
-    """H̄ over loss-mask tokens, controller update, global-scope ω, per-turn entropy, quadrants.
-
-    H̄ = Σ H_t·mask_t / Σ mask_t over the whole batch (all processes), mask = the trajectories'
-    loss mask (tool output and glue excluded), the gate's input exactly as the reference defines it.
-    `batch` carries the pre-update `old_log_probs` and `entropy`.
-    """
-    cfg, algo = run.cfg, run.algo
-    old_logp, entropy, mask = batch.old_log_probs, batch.entropy, batch.loss_mask
-    totals = distributed.all_sum(torch.stack([(entropy * mask).sum(), mask.sum()]).double())
-    h_bar = float(totals[0] / totals[1]) if float(totals[1]) > 0 else float("nan")
-    run.controller.update(h_bar)
-    out: dict[str, float] = {"train/entropy": h_bar}
-    if batch.rollout_log_probs is not None:   # rollout engine vs trainer, loss-mask tokens (docs/vllm.md)
-        out.update(logprob_mismatch(old_logp, batch.rollout_log_probs, mask, reduce=distributed.all_sum))
-        if cfg.rollout.tis_cap > 0:
-            tis = tis_weights(old_logp, batch.rollout_log_probs, cfg.rollout.tis_cap)
-            batch = batch.with_(tis_weights=tis)
-    for turn, value in per_turn_means(entropy, mask, batch.turn_index,
-                                      max_turns=cfg.rollout.max_turns).items():
-        out[f"train/entropy_turn{turn}"] = value
-    weights = None
-    if algo.stare.scope == "global_batch":
-        weights, stats = global_stare_weights(old_logp, batch, algo, run.controller)
-        batch = batch.with_(weights=weights)
-        out.update({key: float(value) for key, value in stats.items()})
-    quadrants = stare.quadrant_metrics(old_logp, batch.advantages, mask, entropy,
-                                       top_ratio=algo.stare.top_ratio or 0.1, weights=weights)
-    out.update({key: float(value) for key, value in quadrants.items()})
-    out["train/trained_tokens"] = float(mask.sum()) / max(1, batch.size)
-    return batch, out
 
 
 class _SilentLogger:

@@ -18,7 +18,6 @@ import contextlib
 import os
 import time
 import traceback
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -26,6 +25,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from envs.sandbox.result import RunResult, RunStatus
+from envs.serving import serve_app_in_background
 
 LANGUAGES = Literal[
     "python", "python2", "cpp", "nodejs", "go", "go_test", "java", "php", "csharp", "bash", "typescript",
@@ -181,9 +181,8 @@ def _errors(result: RunResult) -> list[dict[str, Any]]:
     return [{"ename": name.strip(), "evalue": value.strip(), "traceback": lines}]
 
 
-@contextlib.contextmanager
 def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
-                        start_timeout: float = 30.0) -> Iterator[str]:
+                        start_timeout: float = 30.0) -> contextlib.AbstractContextManager[str]:
     """Serve `create_app(sandbox)` with uvicorn on a daemon thread; yields the base URL.
 
     For notebooks and tests that want a SandboxFusion-compatible endpoint in-process (`stare sandbox
@@ -192,26 +191,5 @@ def serve_in_background(sandbox: Any, *, host: str = "127.0.0.1", port: int = 0,
     Raises:
         TimeoutError: uvicorn did not start within `start_timeout` seconds.
     """
-    import socket
-    import threading
-
-    import uvicorn
-
-    if port == 0:
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(sandbox), host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            raise TimeoutError(f"the sandbox server did not start on {host}:{port} within {start_timeout} s")
-        time.sleep(0.02)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return serve_app_in_background(create_app(sandbox), host=host, port=port, start_timeout=start_timeout,
+                                   name="the sandbox server")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.core import StepResult, TextEnv
+from envs.core import GradeInfo, StepInfo, StepResult, TextEnv
 from envs.errors import ResetNeeded
 from envs.lookup import LookupEnv, directory_tasks, grade_exact, lookup
 from tasks.task import Task
@@ -134,3 +134,13 @@ def test_close_is_idempotent_and_ends_the_episode():
     env.close()
     env.close()
     assert ended == [1]
+
+
+def test_step_info_carries_exactly_the_keys_of_the_step_info_contract(tool_call):
+    env = LookupEnv()
+    env.reset(seed=0, options={"task": OFFICE_TASK})
+    middle = env.step(tool_call("lookup", name="Ada Park")).info
+    assert set(middle) == set(StepInfo.__required_keys__)
+    final = env.step("\\boxed{C300}").info
+    assert set(StepInfo.__required_keys__) <= set(final) <= set(StepInfo.__annotations__)
+    assert set(final["grade"]) == set(GradeInfo.__annotations__)

@@ -88,6 +88,16 @@ def test_aware_searcher_picks_among_the_solutions():
         scripted_turns(tasks[0], rng, aware=1.5)
 
 
+def test_persistent_searcher_tries_again_after_a_miss():
+    tasks = countdown_splits(0)["train"][:80]
+    rng = random.Random(0)
+    for task in tasks:                          # persist 1: stops only at a hit or after max_tries
+        turns, hit = scripted_turns(task, rng, max_tries=3, persist=1.0)
+        assert hit or len(turns) == 4
+    single = [scripted_turns(t, rng, max_tries=3, persist=0.0) for t in tasks]
+    assert all(len(turns) == 2 for turns, _ in single)   # persist 0: one try, whatever it gave
+
+
 def test_cli_report_only_and_bad_input(tmp_path):
     import typer
 

@@ -12,7 +12,7 @@ import stare
 from agents.trajectory import Trajectory
 from training.batch import collate, micro_batches, mini_batches
 from training.sampling import TaskStream, collect
-from training.update import update_policy
+from training.update import UpdateSettings, update_policy
 
 STEP_KEYS = [
     "step", "time", "train/reward", "train/acc", "train/entropy", "train/entropy_turn0", "stare/gate_on",
@@ -60,7 +60,7 @@ def _fake(rewards_by_round):
     """A rollout that returns groups with the given rewards, round after round."""
     rounds = iter(rewards_by_round)
 
-    def play(tasks, seed):
+    def play(tasks, group_size, seed):
         rewards = next(rounds)
         return [Trajectory(prompt_ids=[1], response_ids=[2], loss_mask=[1], reward=r, task_id=str(task),
                            group_id=g)
@@ -92,8 +92,8 @@ def test_failed_and_verifier_failures_are_dropped_from_the_loss():
     stream = TaskStream(list(range(10)), seed=0, shuffle=False)
     play = _fake([[[1, 0, 0]]])
 
-    def spoil(tasks, seed):
-        trajs = play(tasks, seed)
+    def spoil(tasks, group_size, seed):
+        trajs = play(tasks, group_size, seed)
         trajs[1].failed, trajs[2].grade_status = "SandboxTimeout", "verifier_timeout"
         return trajs
     got = collect(spoil, stream, step=1, seed=0, prompts=1, per_round=1, group_size=3, dynamic_sampling=False,
@@ -145,9 +145,9 @@ def test_gradients_do_not_depend_on_the_micro_batch_split(tiny_model, tokenizer)
     for budget in (10_000, 12):
         params = {k: v.clone() for k, v in tiny_model.state_dict().items()}
         opt = torch.optim.SGD(tiny_model.parameters(), lr=1.0)
-        update_policy(tiny_model, opt, batch, algo=algo, controller=stare.Controller(0.0), temperature=1.0,
-                      accelerator=Accelerator(cpu=True), mini_batch_count=1, epochs=1, token_budget=budget,
-                      grad_clip=0.0)
+        settings = UpdateSettings(temperature=1.0, token_budget=budget, grad_clip=0.0)
+        update_policy(tiny_model, opt, batch, settings, algo=algo, controller=stare.Controller(0.0),
+                      accelerator=Accelerator(cpu=True))
         grads.append({k: params[k] - v for k, v in tiny_model.state_dict().items()})
         tiny_model.load_state_dict(params)
     assert len(micro_batches(batch, range(4), 12)) == 4
@@ -195,9 +195,9 @@ def test_length_sorted_micro_batches_cut_padding_and_keep_the_gradient(tiny_mode
     algo, grads = stare.get_preset("dapo"), []
     for by_length in (False, True):
         params = {k: v.clone() for k, v in tiny_model.state_dict().items()}
-        update_policy(tiny_model, torch.optim.SGD(tiny_model.parameters(), lr=1.0), batch, algo=algo,
-                      controller=stare.Controller(0.0), accelerator=Accelerator(cpu=True), temperature=1.0,
-                      mini_batch_count=1, epochs=1, token_budget=80, grad_clip=0.0, by_length=by_length)
+        update_policy(tiny_model, torch.optim.SGD(tiny_model.parameters(), lr=1.0), batch,
+                      UpdateSettings(temperature=1.0, token_budget=80, grad_clip=0.0, by_length=by_length),
+                      algo=algo, controller=stare.Controller(0.0), accelerator=Accelerator(cpu=True))
         grads.append({k: params[k] - v for k, v in tiny_model.state_dict().items()})
         tiny_model.load_state_dict(params)
     for key in grads[0]:

@@ -17,8 +17,10 @@ import stare
 from agents.trajectory import Trajectory
 from training.batch import collate, micro_batches
 from training.config import load_config
-from training.trainer import old_logprob_pass
-from training.update import update_policy
+from training.gate import diagnostics, entropy_gate
+from training.logprobs import forward_pass
+from training.update import UpdateSettings, update_policy
+from training.weights import batch_weights
 
 
 def _trajectories(tokenizer) -> list[Trajectory]:
@@ -83,6 +85,17 @@ def _run(model, algo, target_entropy):
                            controller=stare.Controller(target_entropy, algo.stare.w, algo.stare.m))
 
 
+def old_logprob_pass(run, batch):
+    """The trainer's stages 3-5 (separate no-grad pass, entropy gate, batch weights) and diagnostics."""
+    cfg = run.cfg
+    forward = forward_pass(run.model, batch, cfg.rollout.temperature, device="cpu", by_length=False,
+                           token_budget=cfg.train.micro_batch_tokens, fused=False)
+    batch = batch.with_(old_log_probs=forward.log_probs, entropy=forward.entropy)
+    h_bar = entropy_gate(run.controller, batch)
+    batch, stats = batch_weights(batch, run.algo, run.controller, tis_cap=cfg.rollout.tis_cap)
+    return batch, {**diagnostics(batch, run.algo, h_bar, max_turns=cfg.rollout.max_turns), **stats}
+
+
 def test_batch_entropy_and_gate_use_the_loss_mask_only(sharp_model, tokenizer):
     trajs = _trajectories(tokenizer)
     h_mask, h_all, h_turns = _expected_entropies(sharp_model, trajs)
@@ -119,9 +132,8 @@ def test_stare_candidates_exclude_tool_tokens(sharp_model, tokenizer, scope):
     batch = collate(trajs, torch.tensor([1.0, -1.0]), pad_id=tokenizer.pad_token_id)
     batch, metrics = old_logprob_pass(run, batch)
     optimizer = torch.optim.SGD(sharp_model.parameters(), lr=0.0)
-    out = update_policy(sharp_model, optimizer, batch, algo=run.algo, controller=run.controller,
-                        accelerator=run.accelerator, temperature=1.0, mini_batch_count=1, epochs=1,
-                        token_budget=10_000, grad_clip=0.0)
+    out = update_policy(sharp_model, optimizer, batch, UpdateSettings(temperature=1.0, token_budget=10_000),
+                        algo=run.algo, controller=run.controller, accelerator=run.accelerator)
     sampled_pos = sum(trajs[0].loss_mask)
     valid = sum(sum(t.loss_mask) for t in trajs)
     stats = out if scope == "micro_batch" else metrics     # global scope: computed once, in the old pass

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
+import stare
 from training import runtime
 from training.batch import collate
-from training.evaluate import is_correct
-from training.logprobs import batch_logprobs, masked_token_mean
+from training.logprobs import batch_logprobs
 
 HELDOUT_FILE = "heldout.json"
 CHUNK = 16
@@ -75,7 +75,7 @@ def evaluate_heldout(
 
 
 def _setting_record(run: Any, trajs: list[Any], n: int) -> dict[str, Any]:
-    correct = [sum(is_correct(t) for t in trajs[i : i + n]) for i in range(0, len(trajs), n)]
+    correct = [sum(t.is_correct for t in trajs[i : i + n]) for i in range(0, len(trajs), n)]
     batch = collate(trajs, torch.zeros(len(trajs)), pad_id=run.pad_id)
     model = run.accelerator.unwrap_model(run.model)
     _, entropy = batch_logprobs(
@@ -87,7 +87,7 @@ def _setting_record(run: Any, trajs: list[Any], n: int) -> dict[str, Any]:
     )
     return {
         "correct": correct,
-        "entropy": masked_token_mean(entropy, batch.loss_mask),
+        "entropy": float(stare.masked_mean(entropy, batch.loss_mask)),
         "tool_calls": sum(float(t.metrics.get("tool_calls", 0)) for t in trajs) / len(trajs),
         "response_length": sum(sum(t.loss_mask) for t in trajs) / len(trajs),
     }

@@ -22,6 +22,7 @@ optimizer are never touched.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,9 @@ import stare
 from agents.trajectory import Trajectory
 from training import runtime
 from training.batch import Batch, collate
-from training.evaluate import is_correct
-from training.logprobs import batch_logprobs, masked_token_mean
+from training.logprobs import batch_logprobs
 from training.update import update_policy
+from training.weights import batch_weights
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def probe_stats(
     logp, entropy = batch_logprobs(model, probe, temperature, token_budget=token_budget)
     model.train(was_training)
     mask = probe.loss_mask
-    return masked_token_mean(entropy, mask), masked_token_mean(logp, mask * correct[:, None].float())
+    correct_mask = mask * correct[:, None].float()
+    return float(stare.masked_mean(entropy, mask)), float(stare.masked_mean(logp, correct_mask))
 
 
 class StepObserver:
@@ -93,7 +95,7 @@ class StepObserver:
         self.variants = variants
         self.probe = probe or []
         self._probe_batch: Batch | None = None
-        self._correct = torch.tensor([is_correct(t) for t in self.probe], dtype=torch.bool)
+        self._correct = torch.tensor([t.is_correct for t in self.probe], dtype=torch.bool)
 
     def __call__(self, run: Any, step: int, collected: Any, batch: Batch) -> dict[str, float]:
         """train/entropy_all every step; the counterfactual probe every `every`-th step with an update."""
@@ -101,7 +103,7 @@ class StepObserver:
         if self.every and self.probe and step % self.every == 0 and collected.groups_kept > 0:
             out.update(self.counterfactuals(run, batch))
         if self.progress_every and step % self.progress_every == 0:
-            acc = sum(is_correct(t) for t in collected.all) / max(1, len(collected.all))
+            acc = sum(t.is_correct for t in collected.all) / max(1, len(collected.all))
             print(
                 f"[bench] {self.label}: step {step}/{run.cfg.train.steps}  acc {acc:.2f}  "
                 f"H_all {out['train/entropy_all']:.3f}",
@@ -127,27 +129,17 @@ class StepObserver:
         state = _inner(run.optimizer).state_dict()
         out: dict[str, float] = {"probe/entropy": h0, "probe/logp_correct": l0}
         rng = torch.get_rng_state()
+        settings = dataclasses.replace(run.update, fused=False, mini_batches=1, epochs=1)
         for variant in self.variants:
             twin = copy.deepcopy(model)
             optimizer, _ = runtime.make_optimizer(cfg, twin)
             optimizer.load_state_dict(state)
             controller = runtime.controller_for(variant.algo)
             controller.target_entropy = float("inf")  # gate forced on: the update STARE makes when gated
-            controller.update(masked_token_mean(entropy, batch.loss_mask))
-            update_policy(
-                twin,
-                optimizer,
-                full,
-                algo=variant.algo,
-                controller=controller,
-                accelerator=run.accelerator,
-                temperature=temperature,
-                mini_batch_count=1,
-                epochs=1,
-                token_budget=budget,
-                grad_clip=cfg.optim.grad_clip,
-                by_length=cfg.train.sort_micro_batches,
-            )
+            controller.update(float(stare.masked_mean(entropy, batch.loss_mask)))
+            weighted, _ = batch_weights(full, variant.algo, controller, tis_cap=0.0)
+            update_policy(twin, optimizer, weighted, settings, algo=variant.algo, controller=controller,
+                          accelerator=run.accelerator)
             h1, l1 = probe_stats(twin, probe, self._correct, temperature=temperature, token_budget=budget)
             out[f"probe/dH/{variant.name}"] = h1 - h0
             out[f"probe/dlogp/{variant.name}"] = l1 - l0
@@ -174,4 +166,4 @@ def all_episode_entropy(run: Any, trajs: list[Trajectory]) -> float:
         by_length=run.cfg.train.sort_micro_batches,
     )
     model.train(was_training)
-    return masked_token_mean(entropy, batch.loss_mask)
+    return float(stare.masked_mean(entropy, batch.loss_mask))

@@ -1,4 +1,4 @@
-"""`stare tasks list`, `stare tasks show NAME_OR_PATH` and `stare tasks grade`."""
+"""`stare tasks list`, `stare tasks show NAME_OR_PATH`, `stare tasks grade` and `stare tasks export`."""
 
 from __future__ import annotations
 
@@ -52,3 +52,26 @@ def grade_command(answer: str = typer.Argument(..., help="The reference answer, 
 
     g = tasks.grade(response, answer)
     typer.echo(json.dumps({"status": g.status, "prediction": g.prediction, "correct": g.correct}))
+
+
+@app.command("export")
+def export_command(name_or_path: str = typer.Argument(..., help="A registered name or a task file."),
+                   out: str = typer.Argument(..., help="Output file, e.g. data/train.parquet."),
+                   split: str = typer.Option(None, help="Split of a name or a saved HF DatasetDict."),
+                   limit: int = typer.Option(None, help="Export at most this many tasks."),
+                   style: str = typer.Option(None, help="Prompt style of the user message (default: the "
+                                                        "task's own)."),
+                   system_prompt: str = typer.Option(None, help="System message before each prompt."),
+                   env_class: str = typer.Option(None, help="SkyRL env_class of every row (default: the "
+                                                            "family's env).")) -> None:
+    """Write tasks as verl-style parquet that SkyRL reads too (`tasks.load` reads it back)."""
+    import tasks
+
+    try:
+        loaded = tasks.load(name_or_path, split=split, limit=limit)
+        path = tasks.save_parquet(loaded, out, split=split or "train", style=style,
+                                  system_prompt=system_prompt, env_class=env_class)
+    except (KeyError, ValueError, FileNotFoundError, tasks.MissingExtraError) as err:
+        typer.echo(f"error: {err.args[0] if isinstance(err, KeyError) else err}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"wrote {len(loaded)} tasks to {path}")

@@ -56,9 +56,11 @@ class PresetSettings:
     demo_copies: int = 4
     """Scripted searches per training puzzle."""
     demo_max_tries: int = 3
-    """The searcher tries k ~ U{1..demo_max_tries} candidates."""
+    """The searcher tries at most this many candidates."""
     demo_aware: float = 0.5
     """Probability that one try of the searcher picks among the solving candidates (`scripted_turns`)."""
+    demo_persist: float = 0.85
+    """Probability that the searcher tries again after a miss (`scripted_turns`)."""
     sft_steps: int = 800
     """SFT optimizer steps."""
     sft_batch_size: int = 64

@@ -109,6 +109,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
         seed=settings.seed,
         max_tries=settings.demo_max_tries,
         aware=settings.demo_aware,
+        persist=settings.demo_persist,
         chunk=LIVE_EPISODES,
     )
     probe.close()
