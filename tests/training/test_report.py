@@ -91,6 +91,7 @@ def test_paired_entropy_endpoint_and_push():
                 **{
                     "train/entropy_all": lambda s: 0.5,
                     "probe/dH/dapo": lambda s: -0.001,
+                    "stare/gate_on": lambda s: 1.0,  # logged, but dapo never reweights
                     "probe/dH/stare-o1-w2": lambda s: -0.0008,
                 },
             )
@@ -113,6 +114,7 @@ def test_paired_entropy_endpoint_and_push():
     assert res.push["dapo"].mean == pytest.approx(-0.001) and res.push["dapo"].n == 20
     assert res.push_excess["stare-o1-w2"].mean == pytest.approx(0.0002)
     assert res.gated == {"stare-o1": ["11111", "11111"]}  # the gate raster: only the arm with a gate
+    assert res.per_arm["dapo"]["gate_on"].n == 0 and res.per_arm["stare-o1"]["gate_on"].mean == 1.0
 
 
 def test_report_dir_writes_summary_with_the_documented_schema(tmp_path):

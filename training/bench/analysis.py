@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+import stare
 from training.bench.heldout import pass_at_k, pass_curve
 from training.bench.runs import Run
 from training.bench.stats import (
@@ -239,6 +240,9 @@ def analyse(
         band=band,
     )
     ends = {(r.arm, r.seed): run_endpoints(r, branch=branch_step, target=target, band=band) for r in runs}
+    for (arm, _), e in ends.items():
+        if not has_gate(arm):
+            e["gate_on"] = math.nan       # the controller ran, but this arm never reweights
     for arm in arms:
         mine = [e for (a, _), e in ends.items() if a == arm]
         res.per_arm[arm] = {key: mean_ci([e[key] for e in mine]) for key in (mine[0] if mine else {})}
@@ -249,7 +253,7 @@ def analyse(
                 key: _paired([ends[arm, s][key] - ends[baseline, s][key] for s in both])
                 for key in PAIRED_KEYS
             }
-        gate_runs = [r for r in runs if r.arm == arm and any(r.series("stare/gate_on"))]
+        gate_runs = [r for r in runs if r.arm == arm and has_gate(arm)]
         if gate_runs:
             res.gated[arm] = [
                 "".join(str(int(v)) for s, v in r.by_step("stare/gate_on").items() if s > branch_step)
@@ -258,6 +262,15 @@ def analyse(
     _heldout(res, runs)
     _push(res, runs)
     return res
+
+
+def has_gate(arm: str) -> bool:
+    """Whether the arm's algorithm reweights when its gate is on (a STARE preset).
+
+    Every arm logs `stare/gate_on` (the controller runs for all), so the log alone cannot tell.
+    """
+    preset = stare.PRESETS.get(arm)
+    return preset is not None and preset.stare.enabled
 
 
 def expected_gap(res: Results, name: str, arm: str) -> float:
