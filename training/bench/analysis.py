@@ -205,11 +205,19 @@ def _puzzle_pairs(runs: list[Run], base: str, arm: str, setting: str) -> dict[st
     return out
 
 
+def _variant_order(name: str) -> tuple[int, float, str]:
+    """Sort key of counterfactual names: `dapo`, then STARE-O1 by W, then the rest by name."""
+    if name == "dapo":
+        return (0, 0.0, name)
+    if "-o1-w" in name:
+        return (1, float(name.rsplit("-w", 1)[1]), name)
+    return (2, 0.0, name)
+
+
 def _push(res: Results, runs: list[Run]) -> None:
     base_runs = [r for r in runs if r.arm == res.baseline]
-    names = sorted(
-        {k.split("/", 2)[2] for r in base_runs for rec in r.metrics for k in rec if k.startswith("probe/dH/")}
-    )
+    logged = {key for r in base_runs for rec in r.metrics for key in rec if key.startswith("probe/dH/")}
+    names = sorted((key.split("/", 2)[2] for key in logged), key=_variant_order)
     for name in names:
         res.push[name] = block_bootstrap([r.series(f"probe/dH/{name}") for r in base_runs])
         res.dlogp[name] = block_bootstrap([r.series(f"probe/dlogp/{name}") for r in base_runs])

@@ -150,7 +150,8 @@ def report_from_dir(bench_dir: Path | str, *, band: float | None = None) -> Path
     record = json.loads((bench_dir / BENCH_FILE).read_text()) if (bench_dir / BENCH_FILE).exists() else {}
     runs = load_bench_runs(bench_dir, record)
     arms = record.get("arms") or list(dict.fromkeys(r.arm for r in runs))
-    logged = next((v for r in runs for v in r.series("stare/target_entropy") if v > 0), None)
+    targets = [r.series("stare/target_entropy") for r in runs]
+    logged = next((t[-1] for t in targets if t), None)      # the last step's: after any branch point
     return write_report(
         bench_dir,
         runs,

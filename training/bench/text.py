@@ -30,10 +30,10 @@ ARM_ROWS: tuple[tuple[str, str, int], ...] = (
     ("groups_kept", "kept groups per step (of prompts_per_step)", 1),
     ("gen_rounds", "generation rounds per step (1 = no refill)", 2),
     ("no_update", "share of steps without an update", 3),
-    ("adv_share_pos_high", "|A| share: positive, high surprisal", 3),
-    ("adv_share_pos_low", "|A| share: positive, low surprisal", 3),
-    ("adv_share_neg_high", "|A| share: negative, high surprisal", 3),
-    ("adv_share_neg_low", "|A| share: negative, low surprisal", 3),
+    ("adv_share_pos_high", "\\|A\\| share: positive, high surprisal", 3),
+    ("adv_share_pos_low", "\\|A\\| share: positive, low surprisal", 3),
+    ("adv_share_neg_high", "\\|A\\| share: negative, high surprisal", 3),
+    ("adv_share_neg_low", "\\|A\\| share: negative, low surprisal", 3),
 )
 PAIRED_ROWS = (
     ("entropy_all", "all-episode entropy, last 40% (PRIMARY)", 4),
@@ -154,6 +154,8 @@ def _power(res: Results, arm: str) -> list[str]:
     pl = power_line(res, arm, PUSH_NAME)
     if not pl or not res.push_excess.get(PUSH_NAME):
         return []
+    if pl["n_seeds"] < 2:
+        return ["**Power.** One seed: no spread, so no power statement (run at least 2 seeds)."]
     push, gate = res.push_excess[PUSH_NAME], res.per_arm[arm]["gate_on"]
     gap, need = pl["expected_gap"], pl["seeds_needed"]
     gated = gate.mean * (res.steps - res.branch_step)
