@@ -7,11 +7,11 @@ from typing import Any
 
 # Options a user has when a chat template rewrites earlier turns (documented in docs/agents.md).
 REWRITE_OPTIONS = (
-    "Options: (1) pass a history-preserving template via `chat_template=` (for Qwen3, a variant that "
-    "keeps every assistant message's <think> block verbatim); (2) switch the rewriting feature off "
-    "with `chat_template_kwargs=` where the template offers a flag; (3) train step-wise, one sample "
-    "per assistant turn (not provided by agents.rollout). See docs/agents.md, 'History-rewriting "
-    "templates'."
+    "Options: (1) train one sample per assistant turn: `history=\"auto\"` (the default) or "
+    "`history=\"per_turn\"` (config: rollout.history); (2) pass a history-preserving template via "
+    "`chat_template=` (for Qwen3, a variant that keeps every assistant message's <think> block verbatim); "
+    "(3) switch the rewriting feature off with `chat_template_kwargs=` where the template offers a flag. "
+    "See docs/agents.md, 'History-rewriting templates'."
 )
 
 

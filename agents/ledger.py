@@ -39,11 +39,15 @@ class TokenLedger:
         """The ids the policy sees next: prompt plus everything appended so far."""
         return self.traj.prompt_ids + self.traj.response_ids
 
+    def record(self, prompt: Sequence[int], completion: Completion) -> None:
+        """Record what a turn was prompted with and sampled, without appending (per-turn mode)."""
+        self.turn_prompts.append(list(prompt))
+        self.completions.append(completion)
+
     def add_sampled(self, prompt: list[int], completion: Completion) -> None:
         """Append a sampled turn (loss mask 1) generated from `prompt`."""
         turn = len(self.completions)
-        self.turn_prompts.append(list(prompt))
-        self.completions.append(completion)
+        self.record(prompt, completion)
         self._extend(completion.ids, completion.logprobs, Segment.SAMPLED, turn)
 
     def add_injected(self, ids: Sequence[int], segments: Sequence[int]) -> None:
@@ -87,6 +91,7 @@ def check_trajectory(
     turn_prompts: Sequence[Sequence[int]],
     *,
     tokenizer: Any = None,
+    first_turn: int = 0,
 ) -> None:
     """Verify the token-ledger invariants listed in the module docstring.
 
@@ -95,6 +100,7 @@ def check_trajectory(
         completions: The engine's completion of each turn, in order.
         turn_prompts: The ids passed to the policy at each turn, in order.
         tokenizer: Optional; when given, errors include decoded text around the fault.
+        first_turn: The episode turn of `completions[0]` (a per-turn sample k checks with k).
 
     Raises:
         TrajectoryError: With the position and a decoded diff of the first broken invariant.
@@ -111,7 +117,7 @@ def check_trajectory(
     full = traj.prompt_ids + traj.response_ids
     p0 = len(traj.prompt_ids)
     owned = 0
-    for turn, (prompt, comp) in enumerate(zip(turn_prompts, completions, strict=True)):
+    for turn, (prompt, comp) in enumerate(zip(turn_prompts, completions, strict=True), start=first_turn):
         if list(full[: len(prompt)]) != list(prompt):
             raise TrajectoryError(
                 f"turn {turn}: its prompt is not a prefix of the final sequence\n"

@@ -15,7 +15,7 @@ encoded; its tokens are TOOL inside an injected message's content and GLUE elsew
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from agents.errors import REWRITE_OPTIONS, TemplateError, text_diff
@@ -117,7 +117,18 @@ class ChatRenderer:
                 f"{REWRITE_OPTIONS}"
             )
 
-    def add_assistant(self, ids: Sequence[int], *, stopped: bool) -> str:
+    def render_ids(self, messages: Sequence[Message]) -> list[int]:
+        """Ids of the whole conversation `messages` with the generation prompt (a per-turn prompt)."""
+        return encode(self.tokenizer, self._render(messages, generation_prompt=True))
+
+    def add_assistant(
+        self,
+        ids: Sequence[int],
+        *,
+        stopped: bool,
+        build: Callable[[str], Message] | None = None,
+        stop_ids: Collection[int] = (),
+    ) -> str:
         """Record a sampled assistant turn and return its text (the env's action).
 
         The stop token is split off the content when the template re-creates it after the content
@@ -126,6 +137,10 @@ class ChatRenderer:
         Args:
             ids: The sampled ids of this turn, exactly as the policy returned them.
             stopped: True when the turn ended on a stop token (finish_reason "stop").
+            build: Makes the history message from the content (a tool format's `assistant_message`,
+                e.g. structured `tool_calls`); default `{"role": "assistant", "content": content}`.
+            stop_ids: Declared stop ids: a turn ending on one never keeps it as content (the
+                template must re-create it after the content, or the turn does not render verbatim).
 
         Returns:
             The assistant message content given to the env.
@@ -133,18 +148,20 @@ class ChatRenderer:
         Raises:
             TemplateError: The template rewrote history or renders the turn differently from `ids`.
         """
+        build = build or (lambda text: {"role": "assistant", "content": text})
         splits = ([len(ids) - 1] if stopped and ids else []) + [len(ids)]
+        if stopped and ids and ids[-1] in stop_ids:
+            splits = splits[:1]
         rendered = ""
         for cut in splits:
             content = decode(self.tokenizer, ids[:cut])
             sampled_text = content + decode(self.tokenizer, ids[cut:])
-            rendered = self._render(
-                [*self.messages, {"role": "assistant", "content": content}], generation_prompt=False
-            )
+            message = build(content)
+            rendered = self._render([*self.messages, message], generation_prompt=False)
             self._require_prefix(self._text, rendered, "an assistant turn was added")
             turn = rendered[len(self._text) :]
             if turn.startswith(sampled_text) and self._clean_split(ids, cut, turn[len(sampled_text) :]):
-                self.messages.append({"role": "assistant", "content": content})
+                self.messages.append(message)
                 self._tail, self._text = turn[len(sampled_text) :], rendered
                 return content
         raise TemplateError(

@@ -5,9 +5,12 @@ Each turn of `rollout_batch`:
 1. one `policy.generate` call over the contexts of ALL live episodes (one batch);
 2. every episode records its sampled ids in its ledger (never re-encoded) and decodes its action;
 3. the `env.step` calls run concurrently in a thread pool (tool executions overlap each other);
-4. each env's new messages are rendered as a template delta and appended (mask 0).
+4. each env's new messages are rendered as a template delta and appended (mask 0), or, once the
+   template is seen rewriting history, the next prompt is the template's rendering of the history
+   and the episode is trained as one sample per turn (`history=`, see `agents.episode`).
 
-Every finished episode's ledger is checked (`agents.check_trajectory`); a broken invariant raises.
+Every finished episode's ledger is checked (`agents.check_trajectory`, per sample when per-turn);
+a broken invariant raises.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agents.episode import Episode, RolloutLimits, StepOutcome
+from agents.episode import Episode, HistoryMode, RolloutLimits, StepOutcome
 from agents.errors import TrajectoryError
 from agents.policy import Policy, SamplingParams
 from agents.trajectory import Trajectory
@@ -75,7 +78,7 @@ def _play(
 ) -> None:
     """Drive live episodes turn by turn until none is left (steps 1-4 of the module docstring)."""
     while live := [e for e in episodes if e.live]:
-        prompts = [e.ledger.context() for e in live]
+        prompts = [e.context() for e in live]
         max_new = max(min(sampling.max_tokens, e.budget_left()) for e in live)
         start = time.perf_counter()
         completions = policy.generate(prompts, replace(sampling, max_tokens=max_new))
@@ -115,7 +118,7 @@ def _close_all(episodes: list[Episode], stats: RolloutStats) -> RolloutBatch:
     if errors:
         raise errors[0]
     stats.episodes = len(batch)
-    stats.sampled_tokens = sum(int(sum(t.loss_mask)) for t in batch)
+    stats.sampled_tokens = sum(t.sampled_tokens for t in batch)
     batch.stats = stats
     return batch
 
@@ -132,6 +135,7 @@ def rollout(
     group_id: int = 0,
     chat_template: str | None = None,
     chat_template_kwargs: dict[str, Any] | None = None,
+    history: HistoryMode = "auto",
 ) -> Trajectory:
     """Play one episode of `env` with `policy` and return its checked token trajectory.
 
@@ -146,6 +150,8 @@ def rollout(
         group_id: Stored on the trajectory.
         chat_template: Template overriding the tokenizer's own.
         chat_template_kwargs: Extra template variables (e.g. `{"enable_thinking": False}`).
+        history: "auto" (append-only until the template rewrites history, then per-turn samples),
+            "append" (raise `TemplateError` on a rewrite) or "per_turn" (always per-turn samples).
 
     Returns:
         The trajectory; `.metrics` holds tool_calls, tool_errors, response_tokens, sampled_tokens,
@@ -153,7 +159,7 @@ def rollout(
         `limits.max_prompt_tokens` cut the prompt) and prompt_tokens_cut.
 
     Raises:
-        TemplateError: The chat template is not append-only for this conversation.
+        TemplateError: The chat template is not append-only and `history="append"`.
         TrajectoryError: A ledger invariant broke.
         PromptTooLongError: The prompt exceeds `limits.max_prompt_tokens` with truncation "error".
     """
@@ -161,7 +167,8 @@ def rollout(
     stats = RolloutStats()
     start = time.perf_counter()
     render = {"chat_template": chat_template, "chat_template_kwargs": chat_template_kwargs}
-    episode = Episode(env, tokenizer, limits or RolloutLimits(), group_id=group_id, render_kwargs=render)
+    episode = Episode(env, tokenizer, limits or RolloutLimits(), group_id=group_id, render_kwargs=render,
+                      history=history, stop_ids=sampling.stop_token_ids)
     try:
         episode.begin(episode.reset_env(seed, options))
         _play([episode], policy, sampling, stats, pool=None)
@@ -185,6 +192,7 @@ def rollout_batch(
     max_workers: int = 8,
     chat_template: str | None = None,
     chat_template_kwargs: dict[str, Any] | None = None,
+    history: HistoryMode = "auto",
 ) -> RolloutBatch:
     """Play `len(tasks) * group_size` episodes at once; one batched `generate` call per turn.
 
@@ -204,6 +212,7 @@ def rollout_batch(
         max_workers: Threads running `env.reset`/`env.step` concurrently (1 = sequential tools).
         chat_template: Template overriding the tokenizer's own.
         chat_template_kwargs: Extra template variables.
+        history: "auto", "append" or "per_turn" (see `rollout`).
 
     Returns:
         A `RolloutBatch` (a list of trajectories, task-major) with `.stats: RolloutStats`.
@@ -226,7 +235,8 @@ def rollout_batch(
         try:
             envs = list(pool.map(lambda _: make_env(), slots))
             episodes = [
-                Episode(env, tokenizer, limits, group_id=g, render_kwargs=render)
+                Episode(env, tokenizer, limits, group_id=g, render_kwargs=render, history=history,
+                        stop_ids=sampling.stop_token_ids)
                 for env, (g, _) in zip(envs, slots, strict=True)
             ]
             t0 = time.perf_counter()

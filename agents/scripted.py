@@ -13,7 +13,10 @@ class ScriptedPolicy:
 
     An episode is recognised by its ids: a prompt that extends an earlier prompt plus the turn
     returned for it is that episode's next turn; any other prompt starts a new episode at turn 0.
-    So one instance serves `rollout` and `rollout_batch` alike.
+    So one instance serves `rollout` and `rollout_batch` alike. With `lockstep=True` the k-th
+    `generate` call returns turn k for every prompt instead (every live episode of one rollout
+    advances one turn per call), which also serves per-turn prompts that re-render the history and
+    so do not extend the previous context; use one instance per rollout call then.
 
     Args:
         turns: Assistant turns, each a text (encoded with `tokenizer`) or a list of token ids
@@ -21,6 +24,7 @@ class ScriptedPolicy:
         tokenizer: Needed when any turn is a text.
         append_eos: Append the tokenizer's eos id to text turns that do not already end with it.
         logprob: The log-prob reported for every replayed id.
+        lockstep: Choose the turn by the number of `generate` calls, not by the prompt.
 
     A turn ends with finish_reason "stop" when its last id is a stop id (`sampling.stop_token_ids`
     or the tokenizer's eos), and "length" when `sampling.max_tokens` cut it.
@@ -33,10 +37,12 @@ class ScriptedPolicy:
         *,
         append_eos: bool = True,
         logprob: float = 0.0,
+        lockstep: bool = False,
     ) -> None:
         self.eos_id = getattr(tokenizer, "eos_token_id", None)
         self.turns = [self._to_ids(t, tokenizer, append_eos) for t in turns]
         self.logprob = logprob
+        self.lockstep = lockstep
         self._episodes: dict[tuple[int, ...], int] = {}
         self.calls = 0
         """How many times `generate` was called (one per batched turn)."""
@@ -66,7 +72,7 @@ class ScriptedPolicy:
         stops = set(sampling.stop_token_ids) | ({self.eos_id} if self.eos_id is not None else set())
         out = []
         for prompt in prompts:
-            k = self._turn_of(prompt)
+            k = self.calls - 1 if self.lockstep else self._turn_of(prompt)
             if k >= len(self.turns):
                 raise IndexError(
                     f"ScriptedPolicy: the script has {len(self.turns)} turns; turn {k} was requested"

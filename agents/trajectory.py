@@ -54,6 +54,41 @@ class Trajectory:
     """`tasks.Grade.status` of the final answer ("" when the episode never answered)."""
     failed: str | None = None
     """Reason when a world failure (sandbox down, ...) spoiled the episode; excluded from the loss."""
+    samples: list[Trajectory] = field(default_factory=list)
+    """Per-turn samples, one per assistant turn, when the chat template rewrote history (empty for an
+    append-only episode). Sample k: `prompt_ids` = the ids the policy was prompted with at turn k (the
+    template's rendering of the history then), `response_ids` = exactly the ids it sampled, loss mask
+    all 1; it carries the episode's reward, group, task and grade. The episode's own token fields then
+    hold its last sample (the whole final history and the last turn)."""
+
+    def __post_init__(self) -> None:
+        self.samples = [s if isinstance(s, Trajectory) else Trajectory(**s) for s in self.samples]
+
+    @property
+    def per_turn(self) -> bool:
+        """True when the episode is trained as per-turn samples (`samples` non-empty)."""
+        return bool(self.samples)
+
+    def rows(self) -> list[Trajectory]:
+        """The sequences training consumes: the per-turn samples, or the episode itself when append-only."""
+        return list(self.samples) or [self]
+
+    @property
+    def response_length(self) -> int:
+        """Tokens the episode grew past its first prompt (sampled + injected; the response budget spent).
+
+        Append-only: `len(response_ids)`. Per-turn: the last sample's prompt + response minus the first
+        sample's prompt, i.e. the final history's length past the initial prompt.
+        """
+        if not self.samples:
+            return len(self.response_ids)
+        first, last = self.samples[0], self.samples[-1]
+        return len(last.prompt_ids) + len(last.response_ids) - len(first.prompt_ids)
+
+    @property
+    def sampled_tokens(self) -> int:
+        """Tokens the policy sampled in the whole episode (each counted once, over all rows)."""
+        return sum(sum(row.loss_mask) for row in self.rows())
 
     @property
     def is_correct(self) -> bool:

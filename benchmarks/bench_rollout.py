@@ -5,6 +5,10 @@
    CPU time, not wall time: on a shared machine wall time mostly measures the neighbours.
 2. Tools sequential (max_workers=1) vs overlapped (max_workers=64), with an injected tool latency
    (wall time: the latency is sleep).
+3. A history-rewriting template: the real Qwen3 template with `enable_thinking=False` (its empty
+   `<think></think>` blocks vanish from earlier turns), so every episode becomes per-turn samples and
+   every turn re-renders and re-encodes the whole history. The loop's own CPU work vs the CPU inside
+   generate, next to the same ratio for the append-only ChatML run of part 1 (goal: <= 10%).
 
 Run: `.venv/bin/python benchmarks/bench_rollout.py [--latency 0.05] [--episodes 64]`
 """
@@ -108,7 +112,7 @@ def time_batches(model, policy, calls, pad_id, repeats):
     return tokens, policy_s, plain_s
 
 
-def run_loop(policy, tok, episodes, latency, workers, sampling, limits, seed=0):
+def run_loop(policy, tok, episodes, latency, workers, sampling, limits, seed=0, template_kwargs=None):
     torch.manual_seed(seed)
     tasks = [f"t{i}" for i in range(episodes // 8)]
     batch = rollout_batch(
@@ -121,8 +125,39 @@ def run_loop(policy, tok, episodes, latency, workers, sampling, limits, seed=0):
         limits=limits,
         seed=seed,
         max_workers=workers,
+        chat_template_kwargs=template_kwargs,
     )
     return batch
+
+
+def own_work(policy, tok, episodes, sampling, limits, template_kwargs=None):
+    """(batch, CPU s of the loop's own work, CPU s inside generate) of one rollout run."""
+    recorder = RecordingPolicy(policy)
+    start = time.process_time()
+    batch = run_loop(recorder, tok, episodes, 0.0, 8, sampling, limits, template_kwargs=template_kwargs)
+    return batch, time.process_time() - start - recorder.cpu_s, recorder.cpu_s
+
+
+def per_turn_part(helpers, episodes, chatml_ratio):
+    """Part 3: the loop's own work with the real Qwen3 template (per-turn samples) vs generate."""
+    tok = helpers.build_family_tokenizer("qwen3")
+    model = helpers.build_model(tok, hidden_size=128, intermediate_size=384, num_hidden_layers=4)
+    stops = (tok.eos_token_id, *range(4, 400, 17))
+    sampling = SamplingParams(max_tokens=48, stop_token_ids=stops)
+    limits = RolloutLimits(max_turns=3, max_response_tokens=512)
+    policy = HFPolicy(model, eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
+    no_think = {"enable_thinking": False}
+    own_work(policy, tok, 16, sampling, limits, no_think)  # warm-up
+    batch, own_s, gen_s = own_work(policy, tok, episodes, sampling, limits, no_think)
+    per_turn = sum(t.per_turn for t in batch)
+    rows = sum(len(t.rows()) for t in batch)
+    print("| part | measurement | CPU s | share of generate CPU |")
+    print("|---|---|---|---|")
+    print(f"| 3 | Qwen3 template, enable_thinking=False: {per_turn}/{len(batch)} episodes per-turn, {rows} "
+          f"samples; CPU inside generate | {gen_s:.2f} | |")
+    print(f"| 3 | same: rollout loop's own work (render + re-encode the history each turn, per-sample "
+          f"ledger checks, env, bookkeeping) | {own_s:.2f} | **{own_s / gen_s:.1%}** |")
+    print(f"| 3 | (part 1, append-only ChatML: own work / generate CPU) | | {chatml_ratio:.1%} |")
 
 
 def main() -> None:
@@ -151,6 +186,7 @@ def main() -> None:
     start = time.process_time()
     loop = run_loop(recorder, tok, args.episodes, 0.0, 8, sampling, limits)
     loop_own_s = time.process_time() - start - recorder.cpu_s
+    chatml_ratio = loop_own_s / recorder.cpu_s
     s = loop.stats
     tokens, policy_s, plain_s = time_batches(model, policy, recorder.calls, tok.pad_token_id, args.repeats)
     loop_s = policy_s + loop_own_s
@@ -192,6 +228,7 @@ def main() -> None:
             f"{b.stats.tool_s:.2f} | |"
         )
         print(f"| 2 | {label}: whole rollout wall | {b.stats.wall_s:.2f} | {b.stats.tokens_per_s:,.0f} |")
+    per_turn_part(helpers, args.episodes, chatml_ratio)
 
 
 if __name__ == "__main__":

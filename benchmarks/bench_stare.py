@@ -1,9 +1,11 @@
-"""STARE's token weights + statistics vs a plain policy loss, a full-sort version and the reference's way.
+"""STARE's token weights + statistics vs a plain policy loss, a full-sort version and the reference's way;
+then every baseline loss (forward + backward) against the plain DAPO loss.
 
 Side by side in one run, on realistic micro-batches (8 × 4096 and 64 × 4096 tokens; vocabulary is
-irrelevant: everything works on per-token log-probs). Prints a Markdown table of median times,
-ratios, host synchronisations per call (counted with `stare._syncs.count_host_syncs`) and µs per
-1k tokens (linearity).
+irrelevant: everything works on per-token log-probs). The first table gives median times, ratios,
+host synchronisations per call (counted with `stare._syncs.count_host_syncs`) and µs per 1k tokens
+(linearity); the second the median forward + backward time of each preset's policy loss
+(`stare.algo_policy_loss`, plus the entropy bonus for adaptive-entropy) divided by DAPO's.
 
     .venv/bin/python benchmarks/bench_stare.py [--repeats 20] [--device cpu] [--threads 2]
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from stare import policy_loss, token_weights_with_stats
+from stare import aggregate, algo_policy_loss, get_preset, policy_loss, token_weights_with_stats
 from stare._syncs import count_host_syncs
 from stare.weights import top_count
 
@@ -29,7 +31,7 @@ def make_batch(batch: int, length: int, *, device: str, seed: int = 0) -> tuple[
     Groups of 8 with {0, 1} rewards; about a quarter of groups are all-equal (A = 0), as in GRPO.
     """
     gen = torch.Generator().manual_seed(seed)
-    log_probs = -torch.distributions.Exponential(3.0).sample((batch, length)).clamp(max=30.0)
+    log_probs = -(torch.empty(batch, length).exponential_(3.0, generator=gen)).clamp(max=30.0)
     lengths = torch.randint(length // 4, length + 1, (batch,), generator=gen)
     mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
     rewards = (torch.rand(batch, generator=gen) < 0.5).float()
@@ -135,6 +137,38 @@ def bench_shape(batch: int, length: int, repeats: int, device: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+BASELINES = ("dr-grpo", "gspo", "cispo", "clip-cov", "kl-cov", "adaptive-entropy", "forking-tokens")
+"""Presets timed against `dapo` in the second table."""
+
+
+def preset_loss_fwd_bwd(name: str, log_probs: Tensor, adv: Tensor, mask: Tensor, entropy: Tensor) -> Tensor:
+    """Forward + backward of one preset's policy loss over leaf log-probs (and leaf entropy for the bonus)."""
+    algo = get_preset(name)
+    leaf = log_probs.detach().requires_grad_(True)
+    ent = entropy.detach().requires_grad_(algo.entropy_adaptive)
+    loss, _ = algo_policy_loss(algo, leaf, log_probs.detach() - 0.01, adv, mask, entropy=ent)
+    if algo.entropy_adaptive:
+        loss = loss - 0.005 * aggregate(ent, mask, algo.loss_agg)
+    loss.backward()
+    return leaf.grad
+
+
+LOSS_HEADER = ("| B × T | DAPO loss fwd+bwd (ms) | " + " | ".join(f"{n} / DAPO" for n in BASELINES) + " |\n"
+               + "|---" * (len(BASELINES) + 2) + "|")
+
+
+def bench_losses(batch: int, length: int, repeats: int, device: str) -> tuple[str, dict[str, float]]:
+    """One Markdown row: DAPO's median fwd+bwd time and each baseline's time as a ratio of it."""
+    lp, adv, mask = make_batch(batch, length, device=device)
+    entropy = (-lp).clamp(max=5.0) + 0.1                               # any non-negative field will do
+    calls = {name: (lambda n=name: preset_loss_fwd_bwd(n, lp, adv, mask, entropy))
+             for name in ("dapo", *BASELINES)}
+    ms = timed(calls, repeats, device)
+    ratios = {name: ms[name] / ms["dapo"] for name in BASELINES}
+    cells = [f"{batch} × {length}", f"{ms['dapo']:.2f}", *(f"{ratios[n]:.2f}" for n in BASELINES)]
+    return "| " + " | ".join(cells) + " |", ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -150,6 +184,10 @@ def main() -> None:
     print(HEADER)
     for batch, length in shapes:
         print(bench_shape(batch, length, args.repeats, args.device), flush=True)
+    print()
+    print(LOSS_HEADER)
+    for batch, length in shapes:
+        print(bench_losses(batch, length, args.repeats, args.device)[0], flush=True)
 
 
 if __name__ == "__main__":

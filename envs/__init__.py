@@ -26,6 +26,7 @@ from envs.parsers import (
                          get_parser,
 )
 from envs.registry import ENTRY_POINT_GROUP, discover, env_ids, list_envs, make, register
+from envs.toolformats import FORMATS, AutoFormat, ToolFormat, detect_format  # registers the formats
 from envs.tools import ToolCall, ToolOutcome, ToolSet, function_schema, truncate_middle
 
 # ---- the catalogue -------------------------------------------------------------------------------
@@ -36,11 +37,11 @@ register("stare/Lookup-v0", "envs.lookup:LookupEnv")
 discover()  # last: a plugin's hook may import `envs` and needs the names above
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError", "EpisodeError", "GradeInfo",
-    "Grader", "HermesParser", "Message", "PythonBlockParser", "RemoteEnvError", "ResetNeeded",
-    "SandboxUnavailable", "StepInfo",
-    "StepResult",
+    "ENTRY_POINT_GROUP", "FORMATS", "AutoFormat", "BlockParser", "ChatSpace", "EnvCheckError", "EnvError",
+    "EpisodeError", "GradeInfo", "Grader", "HermesParser", "Message", "PythonBlockParser", "RemoteEnvError",
+    "ResetNeeded", "SandboxUnavailable", "StepInfo", "StepResult",
     "TextEnv", "TextSpace", "ToolCall", "ToolCallError", "ToolCallParser", "ToolCrashed", "ToolError",
-    "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "discover", "env_ids", "function_schema",
+    "ToolFormat", "ToolOutcome", "ToolSet", "UnknownEnvError", "check_env", "detect_format", "discover",
+    "env_ids", "function_schema",
     "get_parser", "list_envs", "make", "register", "truncate_middle",
 ]

@@ -15,6 +15,9 @@ import gymnasium
 from envs.errors import ResetNeeded
 from envs.parsers import ToolCallError, ToolCallParser, get_parser
 from envs.tools import ToolCall, ToolOutcome, ToolSet
+from tasks.grading import grade_task, task_grader
+from tasks.prompts import check_prompt_template, user_prompt
+from tasks.registry import load_cached
 from tasks.task import Grade, GradeStatus, Task
 
 Message = dict[str, Any]
@@ -110,48 +113,6 @@ class TextSpace(gymnasium.Space[str]):
         return "".join(chr(97 + int(c)) for c in self.np_random.integers(0, 26, size=8))
 
 
-def default_grader(text: str, task: Task) -> Grade:
-    """`tasks.grade_task`: dispatches on `task.meta["grader"]` ("math" by default, "countdown")."""
-    import tasks  # late: keeps `import envs` cheap
-
-    return tasks.grade_task(text, task)
-
-
-def _check_prompt_template(template: str | None) -> None:
-    """Raise at construction for a template that is neither "{prompt}"-style nor a known style name."""
-    if template is None or "{prompt}" in template:
-        return
-    import tasks
-
-    if template not in tasks.prompt_styles():
-        raise ValueError(f"prompt_template {template!r} must contain '{{prompt}}' or be a style name in "
-                         f"{tasks.prompt_styles()} (or None for the task's default style)")
-
-
-def format_user_prompt(task: Task, template: str | None) -> str:
-    """The user message for `task` under a `prompt_template` (see `TextEnv`)."""
-    if template is not None and "{prompt}" in template:
-        return template.replace("{prompt}", task.prompt)
-    import tasks
-
-    return tasks.format_prompt(task, template)
-
-
-_DATASETS: dict[str, list[Task]] = {}
-
-
-def load_dataset(name: str) -> list[Task]:
-    """`tasks.load(name)`, cached per process so many env instances share one copy."""
-    if name not in _DATASETS:
-        import tasks
-
-        loaded = list(tasks.load(name))
-        if not loaded:
-            raise ValueError(f"dataset {name!r} is empty; pass dataset=<name or list of Task>")
-        _DATASETS[name] = loaded
-    return _DATASETS[name]
-
-
 class TextEnv(gymnasium.Env[list, str]):
     """Base class of multi-turn text environments with tools (zero tools gives a single-turn env).
 
@@ -161,7 +122,9 @@ class TextEnv(gymnasium.Env[list, str]):
     Args:
         dataset: Task source for `reset()` without a task: a `tasks.load` name or a list of `Task`.
         tools: Typed, documented tool functions (see `envs.tools.function_schema`).
-        grader: `(final_text, task) -> Grade`; default `tasks.grade_task`.
+        grader: `(final_text, task) -> Grade`; default `tasks.grade_task`. A string names a math grading
+            mode of `tasks.grade_task` ("default", or "authors" for the STARE authors' reward), so a
+            config can set it: `data.env_kwargs: {grader: authors}`.
         system_prompt: System message text, or None for no system message.
         prompt_template: User message: a template where every "{prompt}" is replaced by `task.prompt` (other
             braces stay), a `tasks.prompt_styles()` name ("cot", "tool", "countdown", "plain"), or None
@@ -176,7 +139,7 @@ class TextEnv(gymnasium.Env[list, str]):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, *, dataset: str | Sequence[Task], tools: Sequence[Callable[..., Any]] = (),
-                 grader: Grader | None = None, system_prompt: str | None = None,
+                 grader: Grader | str | None = None, system_prompt: str | None = None,
                  prompt_template: str | None = "{prompt}", parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
                  tool_error_penalty: float = 0.0) -> None:
@@ -186,13 +149,13 @@ class TextEnv(gymnasium.Env[list, str]):
             self._dataset_name, self._tasks = None, list(dataset)
             if not self._tasks or not all(isinstance(t, Task) for t in self._tasks):
                 raise ValueError("dataset must be a tasks.load name or a non-empty list of tasks.Task")
-        _check_prompt_template(prompt_template)
+        check_prompt_template(prompt_template)
         if max_tool_turns < 0 or max_calls_per_turn < 1:
             raise ValueError(f"need max_tool_turns >= 0 and max_calls_per_turn >= 1, got {max_tool_turns}, "
                              f"{max_calls_per_turn}")
         self.tools = ToolSet(tools, max_output_chars=max_output_chars)
         self.parser = get_parser(parser)
-        self.grader = grader or default_grader
+        self.grader = task_grader(grader) if isinstance(grader, str) else grader or grade_task  # type: ignore[arg-type]
         self.system_prompt, self.prompt_template = system_prompt, prompt_template
         self.max_tool_turns, self.max_calls_per_turn = max_tool_turns, max_calls_per_turn
         self.tool_error_penalty = tool_error_penalty
@@ -210,13 +173,13 @@ class TextEnv(gymnasium.Env[list, str]):
     def tasks(self) -> list[Task]:
         """The default dataset (loaded on first use)."""
         if self._tasks is None:
-            self._tasks = load_dataset(self._dataset_name)
+            self._tasks = load_cached(self._dataset_name)
         return self._tasks
 
     def initial_messages(self, task: Task) -> list[Message]:
         """System message (when set) and the user message built from `prompt_template`."""
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return messages + [{"role": "user", "content": format_user_prompt(task, self.prompt_template)}]
+        return messages + [{"role": "user", "content": user_prompt(task, self.prompt_template)}]
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:

@@ -42,6 +42,6 @@ class MathCoTEnv(TextEnv):
 
     def __init__(self, *, dataset: str | Sequence[Task] = "word-short-train",
                  system_prompt: str | None = None, prompt_template: str | None = None,
-                 grader: Grader | None = None) -> None:
+                 grader: Grader | str | None = None) -> None:
         super().__init__(dataset=dataset, grader=grader, system_prompt=system_prompt,
                          prompt_template=prompt_template, max_tool_turns=0)

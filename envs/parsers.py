@@ -16,12 +16,46 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from envs.tools import ToolCall, ToolSet
 
 MALFORMED = "Error: malformed tool call: "
 HERMES_HINT = 'Use <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>.'
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays/objects a tool call may use; deeper is a malformed call, not a crash."""
+
+
+def safe_json_loads(text: str, max_depth: int = MAX_JSON_DEPTH) -> tuple[Any, str | None]:
+    """Decode model-written JSON without ever raising: ``(value, None)`` or ``(None, why it is refused)``.
+
+    Besides syntax errors it refuses what would crash the caller later: nesting deeper than
+    ``max_depth`` (``json.loads`` raises RecursionError near ~1,000 levels, and code that walks the
+    value recursively fails well before) and integers beyond Python's 4,300-digit conversion limit.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        return None, f"invalid JSON ({err.msg} at char {err.pos})"
+    except RecursionError:
+        return None, f"JSON nested deeper than {max_depth} levels"
+    except ValueError:   # int() refused a number with more than sys.get_int_max_str_digits() digits
+        return None, "JSON number too long"
+    if _depth_exceeds(value, max_depth):
+        return None, f"JSON nested deeper than {max_depth} levels"
+    return value, None
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` deep (iterative: no recursion on hostile input)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 @dataclass(frozen=True)
@@ -42,18 +76,16 @@ class ToolCallParser(Protocol):
 
 def _decode_hermes(body: str) -> ToolCall | ToolCallError:
     """Decode one Hermes JSON body into a call, or say what is malformed about it."""
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as err:
-        return ToolCallError(f"{MALFORMED}invalid JSON ({err.msg} at char {err.pos}). {HERMES_HINT}")
+    obj, problem = safe_json_loads(body)
+    if problem is not None:
+        return ToolCallError(f"{MALFORMED}{problem}. {HERMES_HINT}")
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return ToolCallError(f'{MALFORMED}expected a JSON object with a "name" string. {HERMES_HINT}')
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):  # some models double-encode the arguments
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass
+        decoded, problem = safe_json_loads(arguments)
+        if problem is None:
+            arguments = decoded
     if not isinstance(arguments, dict):
         return ToolCallError(f'{MALFORMED}"arguments" must be a JSON object. {HERMES_HINT}')
     return ToolCall(obj["name"], arguments)

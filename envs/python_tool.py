@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from envs.core import Grader, TextEnv
 from envs.errors import SandboxUnavailable, ToolError
 from envs.parsers import ToolCallParser
+from envs.sandbox import make_sandbox
 from envs.sandbox.result import RunResult, RunStatus
 from tasks.task import Task
 
@@ -55,8 +56,6 @@ def resolve_sandbox(spec: Any) -> Any:
             (both via `envs.sandbox.make_sandbox`), or an object with `session()` or `run(...)`.
     """
     if isinstance(spec, str) and (spec == "local" or spec.startswith(("http://", "https://"))):
-        from envs.sandbox import make_sandbox
-
         return make_sandbox(spec)
     if callable(getattr(spec, "session", None)) or callable(getattr(spec, "run", None)):
         return spec
@@ -143,7 +142,7 @@ class PythonToolEnv(TextEnv):
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                  prompt_template: str | None = None, parser: str | ToolCallParser = "hermes",
                  max_tool_turns: int = 8, max_calls_per_turn: int = 4, max_output_chars: int = 2048,
-                 tool_error_penalty: float = 0.0, grader: Grader | None = None,
+                 tool_error_penalty: float = 0.0, grader: Grader | str | None = None,
                  persistent: bool = True) -> None:
         if timeout <= 0 or memory_mb <= 0 or stderr_lines < 1:
             raise ValueError(f"need timeout > 0, memory_mb > 0, stderr_lines >= 1; "

@@ -12,8 +12,10 @@ from typing import Any
 
 @contextlib.contextmanager
 def serve_app_in_background(app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0,
-                            name: str = "the server") -> Iterator[str]:
+                            name: str = "the server", **uvicorn_options: Any) -> Iterator[str]:
     """Serve `app` with uvicorn on a daemon thread; yields its base URL (`port=0` picks a free port).
+
+    `uvicorn_options` go to `uvicorn.Config` (e.g. the sandbox server's `http` protocol class).
 
     For notebooks, tests and benchmarks that want an endpoint in-process (the `stare ... serve` commands
     are the command-line way).
@@ -27,7 +29,7 @@ def serve_app_in_background(app: Any, *, host: str = "127.0.0.1", port: int = 0,
         with socket.socket() as probe:
             probe.bind((host, 0))
             port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout

@@ -7,8 +7,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-Aggregation = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+Aggregation = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                                 "seq-mean-token-sum-norm")
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
@@ -18,16 +19,21 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 
 
 def aggregate(loss_mat: Tensor, mask: Tensor, mode: str = "token-mean", *,
-              num_tokens: float | Tensor | None = None, num_seqs: float | Tensor | None = None) -> Tensor:
+              num_tokens: float | Tensor | None = None, num_seqs: float | Tensor | None = None,
+              norm_length: int | None = None) -> Tensor:
     r"""Reduce a (B, T) per-token loss to a scalar.
 
-        token-mean          : Σ_it l_it·mask_it / N,  N = num_tokens if given, else max(1, Σ mask)
-        seq-mean-token-sum  : mean over sequences of Σ_t l_it·mask_it            (Dr. GRPO-style)
-        seq-mean-token-mean : mean over sequences of (Σ_t l_it·mask_it / Σ_t mask_it)  (original GRPO)
+        token-mean              : Σ_it l_it·mask_it / N,  N = num_tokens if given, else max(1, Σ mask)
+        seq-mean-token-sum      : mean over sequences of Σ_t l_it·mask_it
+        seq-mean-token-mean     : mean over sequences of (Σ_t l_it·mask_it / Σ_t mask_it)  (original GRPO)
+        seq-mean-token-sum-norm : Σ_it l_it·mask_it / (S · L)       (Dr. GRPO's constant normaliser)
 
-    The sequence modes average over sequences with at least one active token, or divide by
-    `num_seqs` when given. Pass the global counts when a batch is split into micro-batches whose
-    gradients are summed: then the micro-batch losses add up to the full-batch loss exactly.
+    The first two sequence modes average over sequences with at least one active token, or divide
+    by `num_seqs` when given. `seq-mean-token-sum-norm` divides by S = num_seqs (default: all B rows,
+    as TRL's `dr_grpo` and verl's `seq-mean-token-sum-norm` times its micro-batch share) and by a
+    constant length L = norm_length (default T; set it to the response budget so it never varies).
+    Pass the global counts when a batch is split into micro-batches whose gradients are summed: then
+    the micro-batch losses add up to the full-batch loss exactly.
 
     Args:
         loss_mat: (B, T) per-token loss.
@@ -35,6 +41,7 @@ def aggregate(loss_mat: Tensor, mask: Tensor, mode: str = "token-mean", *,
         mode: one of `AGGREGATIONS`.
         num_tokens: global active-token count for token-mean (a number or 0-dim tensor).
         num_seqs: global sequence count for the sequence modes.
+        norm_length: L of `seq-mean-token-sum-norm` (the response-length budget); default T.
 
     Returns:
         0-dim loss.
@@ -44,6 +51,12 @@ def aggregate(loss_mat: Tensor, mask: Tensor, mode: str = "token-mean", *,
     if mode == "token-mean":
         denom = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
         return masked.sum() / denom
+    if mode == "seq-mean-token-sum-norm":
+        rows = loss_mat.shape[0] if num_seqs is None else num_seqs
+        length = loss_mat.shape[-1] if norm_length is None else norm_length
+        if isinstance(length, int) and length <= 0:
+            raise ValueError(f"norm_length must be > 0 (the response-length budget), got {length}")
+        return masked.sum() / (rows * length)
     if mode not in AGGREGATIONS:
         raise ValueError(f"agg must be one of {AGGREGATIONS}, got {mode!r}")
     tokens = mask.sum(-1)                                                   # (B,)
@@ -100,8 +113,8 @@ def clipped_surrogate(log_probs: Tensor, old_log_probs: Tensor, advantages: Tens
 def policy_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask: Tensor, *,
                 clip_low: float = 0.2, clip_high: float = 0.28, clip_c: float = 10.0,
                 weights: Tensor | None = None, agg: str = "token-mean",
-                num_tokens: float | Tensor | None = None,
-                num_seqs: float | Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+                num_tokens: float | Tensor | None = None, num_seqs: float | Tensor | None = None,
+                norm_length: int | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     r"""GRPO/DAPO/STARE policy loss: `clipped_surrogate`, times ω, then `aggregate`.
 
         loss = aggregate(ω ⊙ l_dualclip, mask, agg)
@@ -120,9 +133,10 @@ def policy_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, ma
         clip_high: ε_high.
         clip_c: dual-clip constant c > 1.
         weights: (B, T) ω, or None for all ones.
-        agg: `token-mean`, `seq-mean-token-sum` or `seq-mean-token-mean`.
+        agg: one of `AGGREGATIONS`.
         num_tokens: global active-token count for token-mean (micro-batching; see `aggregate`).
         num_seqs: global sequence count for the sequence modes.
+        norm_length: constant length L of `seq-mean-token-sum-norm` (Dr. GRPO).
 
     Returns:
         (loss, metrics): 0-dim loss with grad; metrics `actor/pg_loss`, `actor/pg_clipfrac`,
@@ -134,7 +148,7 @@ def policy_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, ma
                                           clip_low=clip_low, clip_high=clip_high, clip_c=clip_c)
     if weights is not None:
         loss_mat = loss_mat * weights
-    loss = aggregate(loss_mat, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs)
+    loss = aggregate(loss_mat, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=norm_length)
     metrics["actor/pg_loss"] = loss.detach()
     return loss, metrics
 

@@ -61,13 +61,16 @@ def top_count(count: int, top_ratio: float) -> int:
     return min(count, max(1, int(count * top_ratio + 0.999999)))
 
 
-def _top_k_mask(surprisal: Tensor, candidates: Tensor, k: int) -> Tensor:
-    """(B, T) bool mask of the k highest-surprisal candidates, flattened row-major; no sort, no sync."""
+def top_k_mask(scores: Tensor, candidates: Tensor, k: int) -> Tensor:
+    """(B, T) bool mask of the k highest-scoring candidates, flattened row-major; no sort, no sync.
+
+    k must not exceed the number of candidates (callers compute it from the host count).
+    """
     chosen = torch.zeros(candidates.numel(), dtype=torch.bool, device=candidates.device)
     if k > 0:
         # Non-candidates get -inf so they can never win while k <= |candidates| (also beats NaN/inf there).
-        scores = torch.where(candidates, surprisal, float("-inf")).reshape(-1)
-        chosen.scatter_(0, scores.topk(k, sorted=False).indices, True)
+        flat = torch.where(candidates, scores, float("-inf")).reshape(-1)
+        chosen.scatter_(0, flat.topk(k, sorted=False).indices, True)
     return chosen.view_as(candidates)
 
 
@@ -96,8 +99,8 @@ def select_tokens(log_probs: Tensor, advantages: Tensor, mask: Tensor, *, top_ra
     surprisal = -log_probs.detach()                                    # (B, T)
     k_pos = top_count(n_pos, top_ratio)
     k_neg = top_count(n_neg, top_ratio) if with_negative else 0
-    top_pos = _top_k_mask(surprisal, pos, k_pos)
-    top_neg = _top_k_mask(surprisal, neg, k_neg)
+    top_pos = top_k_mask(surprisal, pos, k_pos)
+    top_neg = top_k_mask(surprisal, neg, k_neg)
     return Selection(valid, pos, neg, top_pos, top_neg, (n_pos, n_neg, n_valid), (k_pos, k_neg))
 
 
@@ -176,15 +179,17 @@ def token_weights_with_stats(log_probs: Tensor, advantages: Tensor, mask: Tensor
         (`stare/gate_on`, `stare/positive_candidate_ratio`, ..., `stare/variant_is_c2`) to 0-dim
         float32 tensors on the **CPU**: after the one sync every value is known on the host (|L±| = k±
         exactly, so mean_weight = (N_valid + (W-1)·k+ + (M-1)·k-) / N_valid while the gate is on),
-        so they cost no device work and logging them never stalls the device.
+        so they cost no device work and logging them never stalls the device. On an empty mask
+        every ratio, mean_weight included, is 0 (the reference's masked numerator).
     """
     name, ratio = check_variant(variant), check_ratio(top_ratio)
     dtype = advantages.dtype if advantages.dtype.is_floating_point else torch.float32
     sel = select_tokens(log_probs, advantages, mask, top_ratio=ratio, with_negative=name == "C2")
     weights = _apply(sel, dtype, variant=name, w=w, m=m, gate_on=gate_on)
-    (n_pos, n_neg, n_valid), (k_pos, k_neg) = sel.counts, sel.k
-    n_valid = max(1, n_valid)
-    weight_sum = n_valid + ((w - 1.0) * k_pos + (m - 1.0) * k_neg if gate_on else 0.0)
+    (n_pos, n_neg, n_real), (k_pos, k_neg) = sel.counts, sel.k
+    n_valid = max(1, n_real)
+    # Σ ω over valid tokens: 0 on an empty mask, so mean_weight is 0 there as in the reference.
+    weight_sum = n_real + ((w - 1.0) * k_pos + (m - 1.0) * k_neg if gate_on else 0.0)
     values = {
         "stare/gate_on": float(gate_on),
         "stare/controller_entropy": 0.0 if entropy != entropy else float(entropy),

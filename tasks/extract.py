@@ -33,6 +33,11 @@ class Extraction:
     candidate: str | None
     """Text for math-verify: `\\boxed{prediction}`, or the response tail; None: nothing to grade."""
 
+    @property
+    def boxed(self) -> bool:
+        """True when the prediction is the content of a box (not a marker line or a tail)."""
+        return self.prediction is not None and self.candidate == "\\boxed{" + self.prediction + "}"
+
 
 def answer_region(text: str) -> str:
     """The part of the response that holds the final answer.

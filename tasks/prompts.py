@@ -61,3 +61,23 @@ def strip_cot_suffix(prompt: str) -> str:
     """Remove the reference instruction from a user message (verl parquet prompts include it)."""
     text = prompt.rstrip()
     return text[: -len(COT_SUFFIX)].rstrip() if text.endswith(COT_SUFFIX) else prompt
+
+
+def check_prompt_template(template: str | None) -> None:
+    """Raise for a user-prompt template that is neither "{prompt}"-style nor a style name (None is fine)."""
+    if template is None or "{prompt}" in template:
+        return
+    if template not in prompt_styles():
+        raise ValueError(f"prompt_template {template!r} must contain '{{prompt}}' or be a style name in "
+                         f"{prompt_styles()} (or None for the task's default style)")
+
+
+def user_prompt(task: Task, template: str | None) -> str:
+    """The user message for `task` under an env's `prompt_template`.
+
+    A template with "{prompt}" has every "{prompt}" replaced by `task.prompt` (other braces stay);
+    otherwise the template is a style name for `format_prompt` (None = the task's default style).
+    """
+    if template is not None and "{prompt}" in template:
+        return template.replace("{prompt}", task.prompt)
+    return format_prompt(task, template)

@@ -86,3 +86,21 @@ def load(name_or_path: str | pathlib.Path, *, split: str | None = None,
         return load_path(text, split=split, limit=limit)
     tasks = _DATASETS[_resolve(text, split)].loader()
     return list(tasks[:limit] if limit is not None else tasks)
+
+
+_LOADED: dict[str, list[Task]] = {}
+"""Datasets loaded by `load_cached`, by name."""
+
+
+def load_cached(name: str) -> list[Task]:
+    """`load(name)`, cached per process so that many env instances share one copy (not to be mutated).
+
+    Raises:
+        ValueError: the dataset is empty.
+    """
+    if name not in _LOADED:
+        loaded = load(name)
+        if not loaded:
+            raise ValueError(f"dataset {name!r} is empty; pass dataset=<name or list of Task>")
+        _LOADED[name] = loaded
+    return _LOADED[name]

@@ -32,6 +32,8 @@ WORKERS_ENV = "STARE_VERIFY_WORKERS"
 PIPE_SAFE_BYTES = 32_768
 """Payloads up to this size fit in a pipe buffer (64 KiB on Linux) even when the reader is stuck."""
 
+Job = tuple[str, str] | tuple[str, str, str]
+"""`(gold, candidate)` for math-verify, or `(gold, candidate, boxed)` for the authors' three checks."""
 Result = tuple[str, "str | None"]
 """(status, prediction) for one job: status in correct | wrong | no_answer | verifier_*."""
 
@@ -107,8 +109,8 @@ class VerifierPool:
         self._closed = False
         self._pid = os.getpid()
 
-    def verify(self, jobs: Sequence[tuple[str, str]], *, timeout: float = 5.0) -> list[Result]:
-        """Run `(gold, candidate)` jobs; each gets at most `timeout` seconds of wall time.
+    def verify(self, jobs: Sequence[Job], *, timeout: float = 5.0) -> list[Result]:
+        """Run `Job`s; each gets at most `timeout` seconds of wall time, all its checks together.
 
         Returns:
             One `(status, prediction)` per job, in order. A job past its deadline gives
@@ -190,7 +192,7 @@ class VerifierPool:
 
     # ---- dispatch -------------------------------------------------------------------------
 
-    def _feed(self, worker: _Worker, todo: collections.deque[int], jobs: Sequence[tuple[str, str]],
+    def _feed(self, worker: _Worker, todo: collections.deque[int], jobs: Sequence[Job],
               chunk: int) -> None:
         """Send the worker the next `chunk` jobs once it has at most `chunk // 2` left.
 

@@ -2,17 +2,19 @@
 
 Run as a script (`python verify_worker.py READ_FD WRITE_FD`), never imported by the parent's grading
 path, so the child does not re-import the user's `__main__` (the trap of multiprocessing's spawn).
-It imports only the standard library and math-verify. math-verify's own SIGALRM timeouts are off:
-they silently turn a slow parse into "no answer"; the parent kills this process instead.
+It imports only the standard library, math-verify and, when installed, mathruler (the authors'
+grading mode). math-verify's own SIGALRM timeouts are off: they silently turn a slow parse into
+"no answer"; the parent kills this process instead.
 
 Protocol (pickled tuples over two pipes): the worker sends `("ready",)` once math-verify is
-imported, then answers each job `(gold, candidate)` of every received list with one
-`(status, prediction)` message, in order. EOF on the input pipe ends the worker.
+imported, then answers each job `(gold, candidate)` or `(gold, candidate, boxed)` of every received
+list with one `(status, prediction)` message, in order. EOF on the input pipe ends the worker.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import os
 import sys
@@ -60,8 +62,34 @@ def verify_job(gold: str, candidate: str) -> tuple[str, str | None]:
     return ("correct" if ok else "wrong"), prediction
 
 
-def _run_job(job: tuple[str, str], hooks: bool) -> tuple[str, str | None]:
-    gold, candidate = job
+def authors_job(gold: str, candidate: str, boxed: str) -> tuple[str, str | None]:
+    r"""The authors' math check: math-verify on the candidate, OR on the bare boxed content, OR mathruler.
+
+    STARE's reward (`math_stare.compute_score_answer`) accepts an answer if any of three checks
+    passes: math-verify on the answer text (`verify_job(gold, candidate)`), the same on the content of
+    the last box (`verify_job(gold, boxed)`: "10 dollars" parses as 10 without its box), and
+    `mathruler.grader.grade_answer(boxed, gold)` (mathd and sympy normalization: "1.5e3" = 1500).
+
+    Args:
+        gold: The reference answer as LaTeX.
+        candidate: Text math-verify searches, e.g. "\boxed{0.5}".
+        boxed: Content of the last box, e.g. "0.5".
+
+    Returns:
+        `(status, prediction)` as `verify_job`; "correct" when any check passes.
+    """
+    from mathruler.grader import grade_answer
+
+    status, prediction = verify_job(gold, candidate)
+    if status == "correct":
+        return status, prediction
+    if verify_job(gold, boxed)[0] == "correct" or grade_answer(boxed, gold):
+        return "correct", boxed
+    return status, prediction
+
+
+def _run_job(job: tuple[str, ...], hooks: bool) -> tuple[str, str | None]:
+    gold, candidate = job[0], job[1]
     if hooks and candidate == HANG_CANDIDATE:
         time.sleep(1e6)
     if hooks and candidate == CRASH_CANDIDATE:
@@ -69,7 +97,7 @@ def _run_job(job: tuple[str, str], hooks: bool) -> tuple[str, str | None]:
     try:
         if hooks and candidate == ALLOC_CANDIDATE:
             bytearray(8 << 30)
-        return verify_job(gold, candidate)
+        return authors_job(gold, candidate, job[2]) if len(job) > 2 else verify_job(gold, candidate)
     except Exception as err:  # noqa: BLE001 - any verifier bug becomes a reported status
         return "verifier_error", f"{type(err).__name__}: {err}"[:500]
 
@@ -99,6 +127,8 @@ def main(argv: list[str]) -> None:
     logging.disable(logging.WARNING)  # math-verify warns on every call with timeouts off
     _limit_memory(int(os.environ.get(MEMORY_ENV, "4096")))
     import math_verify  # noqa: F401 - import before "ready", so job deadlines exclude it
+    if importlib.util.find_spec("mathruler") is not None:
+        import mathruler.grader  # noqa: F401 - likewise, for the authors' grading mode
 
     hooks = os.environ.get(TEST_HOOKS_ENV) == "1"
     outbox.send(("ready",))

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from agents.trajectory import Trajectory
+from training import runtime
 from training.sampling import PlayFn
 
 
@@ -208,6 +209,5 @@ def make_prefetcher(cfg: Any, accelerator: Any, model: torch.nn.Module, tokenize
         raise ValueError("rollout.async_steps=1 with rollout.engine=hf copies the full weights into a "
                          "private rollout model, which FSDP / DeepSpeed shard; use rollout.engine=vllm "
                          "(its weight push gathers the shards) or rollout.async_steps=0")
-    from training.runtime import make_policy
     hf = HFSnapshot(model)
-    return RolloutPrefetcher(make_player(make_policy(hf.model, tokenizer)), lambda: hf.sync(model))
+    return RolloutPrefetcher(make_player(runtime.make_policy(hf.model, tokenizer)), lambda: hf.sync(model))

@@ -173,7 +173,7 @@ def placeholder_rows(batch: Batch, rows: int) -> Batch:
 
 
 def micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
-                  by_length: bool = False) -> list[list[int]]:
+                  by_length: bool = False, balance: bool = False) -> list[list[int]]:
     """Split `rows` into groups whose padded size fits `token_budget`.
 
     A group's padded size is len(group) × max real length in it (prompt + response); rows are added
@@ -187,11 +187,14 @@ def micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
         by_length: visit rows shortest first (stable), so each micro-batch holds rows of similar
             length and little padding. The loss is unchanged (global token counts); STARE's
             micro-batch population changes with the grouping, as it does with the reference's layout.
+        balance: `balanced_micro_batches` instead (real-token balancing, the authors' layout).
 
     Returns:
         Lists of row indices.
     """
     lengths = batch.attention_mask.sum(-1).tolist()
+    if balance:
+        return balanced_micro_batches([int(lengths[row]) for row in rows], list(rows), token_budget)
     if by_length:
         rows = sorted(rows, key=lambda row: lengths[row])
     groups: list[list[int]] = []
@@ -209,8 +212,46 @@ def micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
     return groups
 
 
+def balanced_micro_batches(lengths: Sequence[int], rows: Sequence[int], token_budget: int) -> list[list[int]]:
+    r"""Micro-batches balanced by real tokens (verl's dynamic batch size with balanced partitions).
+
+        m      = ceil(Σ_i len_i / token_budget)            (the fewest micro-batches the real tokens need)
+        groups = longest rows first, each to the group holding the fewest real tokens so far (LPT)
+
+    then m grows by one until every group's padded size (rows × longest row) fits the budget (or each
+    row is alone). Unlike row order, answers to one prompt spread over micro-batches, and every
+    micro-batch carries about the same number of real tokens, so STARE's per-micro-batch top-P
+    contest has the population the authors' layout gives it.
+
+    Args:
+        lengths: real tokens (prompt + response) of each row, in the order of `rows`.
+        rows: row indices.
+        token_budget: max padded tokens per micro-batch.
+
+    Returns:
+        Lists of row indices, each in ascending order, ordered by their first row.
+    """
+    if not rows:
+        return []
+    count = max(1, -(-sum(lengths) // token_budget))
+    order = sorted(range(len(rows)), key=lambda i: (-lengths[i], i))
+    while True:
+        groups: list[list[int]] = [[] for _ in range(count)]
+        loads = [0] * count
+        for i in order:
+            target = min(range(count), key=lambda g: (loads[g], g))
+            groups[target].append(i)
+            loads[target] += lengths[i]
+        fits = all(len(g) * max(lengths[i] for i in g) <= token_budget for g in groups if len(g) > 1)
+        if fits or count >= len(rows):
+            break
+        count += 1
+    out = [sorted(int(rows[i]) for i in group) for group in groups if group]
+    return sorted(out, key=lambda group: group[0])
+
+
 def equal_micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
-                        by_length: bool = False) -> tuple[Batch, list[list[int]]]:
+                        by_length: bool = False, balance: bool = False) -> tuple[Batch, list[list[int]]]:
     """`micro_batches`, padded so every data-parallel process runs the same number of them.
 
     DDP (buffer broadcast), FSDP and ZeRO-3 (parameter all-gathers) run collectives inside every
@@ -222,7 +263,7 @@ def equal_micro_batches(batch: Batch, rows: Sequence[int], token_budget: int, *,
     Returns:
         (the batch, possibly with one placeholder row appended at index `batch.size`, the groups).
     """
-    groups = micro_batches(batch, rows, token_budget, by_length=by_length)
+    groups = micro_batches(batch, rows, token_budget, by_length=by_length, balance=balance)
     target = distributed.all_max(len(groups))
     if target == len(groups):
         return batch, groups

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
 from training import __version__
+from training.commands import algo, bench, envs, sandbox, tasks, train
 
 app = typer.Typer(help="STARE Gym: tool environments, exact-token rollouts, STARE vs DAPO.",
                   no_args_is_help=True, add_completion=False)
-
-# (module under training.commands, group name or None for top-level commands)
-_GROUPS: list[tuple[str, str | None]] = [
-    ("algo", "algo"), ("tasks", "tasks"), ("envs", "envs"), ("sandbox", "sandbox"),
-    ("train", None), ("bench", None),
-]
 
 
 def _version(value: bool) -> None:
@@ -30,18 +23,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """STARE Gym command line."""
 
 
-for _module, _group in _GROUPS:
-    try:
-        _mod = importlib.import_module(f"training.commands.{_module}")
-    except ModuleNotFoundError as err:  # a command group not built yet
-        if err.name != f"training.commands.{_module}":
-            raise
-        continue
-    if _group is None:
-        for _cmd in getattr(_mod, "COMMANDS", []):
-            app.command()(_cmd)
-    else:
-        app.add_typer(_mod.app, name=_group)
+for _group, _module in (("algo", algo), ("tasks", tasks), ("envs", envs), ("sandbox", sandbox)):
+    app.add_typer(_module.app, name=_group)
+for _command in (*train.COMMANDS, *bench.COMMANDS):   # top-level commands: train, eval, bench
+    app.command()(_command)
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ def _local_sums(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
     correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
     counts = correct.sum(-1)                                                                     # (n,)
     return torch.tensor([float(counts.sum()) / k, float((counts > 0).sum()),
-                         float(sum(sum(t.loss_mask) for t in trajs)),
+                         float(sum(t.sampled_tokens for t in trajs)),
                          sum(float(t.metrics.get("tool_calls", 0)) for t in trajs), float(len(trajs))],
                         dtype=torch.float64)
 
@@ -103,8 +103,9 @@ def _entropy_sums(model: nn.Module, trajs: Sequence[Trajectory], *, pad_id: int,
     A process without trajectories forwards one placeholder row (mask 0), so it joins the forward
     passes every process must run together under DDP / FSDP (`training.batch.equal_micro_batches`).
     """
-    rows = list(trajs) or [Trajectory(prompt_ids=[pad_id], response_ids=[pad_id], loss_mask=[0],
-                                      logprobs=[0.0], turn_index=[0], segment=[int(Segment.TOOL)])]
+    rows = [row for t in trajs for row in t.rows()]   # per-turn episodes: one row per turn
+    rows = rows or [Trajectory(prompt_ids=[pad_id], response_ids=[pad_id], loss_mask=[0],
+                               logprobs=[0.0], turn_index=[0], segment=[int(Segment.TOOL)])]
     batch = collate(rows, torch.zeros(len(rows)), pad_id=pad_id)
     was_training = model.training
     model.eval()
@@ -131,39 +132,3 @@ def evaluate(play: PlayFn, model: nn.Module, sets: Mapping[str, Sequence[Any]], 
         return out
     finally:
         torch.set_rng_state(cpu_state)
-
-
-def evaluate_model(cfg: Any, model_dir: Any = None) -> dict[str, float]:
-    """`stare eval`: load a model (default `cfg.model.path`) and evaluate it on `cfg.eval.tasks`.
-
-    Under `torchrun` / `accelerate launch` the accelerator joins the process group, so the problems
-    are shared between the processes as in training (`evaluate_set`); every process returns the
-    same global metrics.
-
-    Args:
-        cfg: a `TrainConfig` (eval, rollout limits, data.env and model settings are used).
-        model_dir: a model directory, or a run directory holding `model/`; None = cfg.model.path.
-
-    Returns:
-        `eval/<set>/<metric>` for every set.
-    """
-    from pathlib import Path
-
-    from training import runtime
-    if model_dir is not None:
-        path = Path(model_dir)
-        path = path / "model" if (path / "model" / "config.json").is_file() else path
-        cfg = runtime.replace_cfg(cfg, model=runtime.dataclasses.replace(cfg.model, path=str(path)))
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    accelerator = runtime.make_accelerator(cfg)
-    model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
-    model = model.to(accelerator.device).eval()
-    e = cfg.eval
-    play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
-                               runtime.make_env_factory(cfg),
-                               temperature=e.temperature, top_p=e.top_p)
-    sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
-                    temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
-                    device=accelerator.device)

@@ -17,15 +17,22 @@ from training import distributed
 from training.batch import Batch
 
 
-def entropy_gate(controller: stare.Controller, batch: Batch) -> float:
-    """H̄ of the batch (`batch.entropy`, (B, R), under the loss mask); updates the controller; returns H̄.
+def entropy_gate(controller: stare.Controller, batch: Batch, *, feed: bool = True,
+                 bonus: stare.EntropyCoefController | None = None) -> float:
+    """H̄ of the batch (`batch.entropy`, (B, R), under the loss mask); updates the controllers; returns H̄.
 
-    NaN when no process holds a loss-mask token.
+    NaN when no process holds a loss-mask token. With `feed=False` (a step that keeps no group and
+    trains nothing, so its batch holds every episode rather than the kept ones) H̄ is only measured:
+    the gate keeps its state, as it would in the authors' trainer, which never has such a step.
+    `bonus`, the adaptive entropy-bonus controller, is fed the same H̄.
     """
     mask = batch.loss_mask
     totals = distributed.all_sum(torch.stack([(batch.entropy * mask).sum(), mask.sum()]).double())
     h_bar = float(totals[0] / totals[1]) if float(totals[1]) > 0 else float("nan")
-    controller.update(h_bar)
+    if feed:
+        controller.update(h_bar)
+        if bonus is not None:
+            bonus.update(h_bar)
     return h_bar
 
 

@@ -57,13 +57,14 @@ class Forward:
 
 def forward_pass(model: nn.Module, batch: Batch, temperature: float, *, token_budget: int,
                  device: torch.device | str, by_length: bool, fused: bool,
-                 entropy_grad: bool = False) -> Forward:
+                 entropy_grad: bool = False, balance: bool = False) -> Forward:
     """π_old and entropy of the whole batch: a no-grad pass (eval mode), or fused with the update.
 
     Fused (on-policy: one mini-batch, one epoch, one process), every micro-batch is forwarded once
     with grad in train mode and its graph kept: the reference sets logp_old = logp.detach()
     (ratio ≡ 1), so a separate pass would only recompute the same numbers. Peak memory then holds
-    the activations of the whole batch.
+    the activations of the whole batch. `balance` must match the update's micro-batching (the
+    fused graphs are consumed group by group).
     """
     if not fused:
         model.eval()
@@ -71,7 +72,8 @@ def forward_pass(model: nn.Module, batch: Batch, temperature: float, *, token_bu
                                    by_length=by_length)
         return Forward(logp, ent)
     model.train()
-    _, groups = equal_micro_batches(batch, range(batch.size), token_budget, by_length=by_length)
+    _, groups = equal_micro_batches(batch, range(batch.size), token_budget, by_length=by_length,
+                                    balance=balance)
     old = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
     ent = torch.zeros_like(old)
     graphs = []

@@ -39,7 +39,9 @@ def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     """Means over episodes: reward, accuracy, lengths, turns, tool calls/errors, reflection words.
 
     `train/response_length` counts sampled (loss-mask) tokens; `train/acc` is the share graded correct
-    (`Trajectory.is_correct`).
+    (`Trajectory.is_correct`); `train/turns` is assistant turns per episode, `train/samples` training
+    rows per episode (1 append-only, one per turn for a per-turn episode) and `train/per_turn` the
+    share of episodes trained as per-turn samples (a history-rewriting chat template).
     """
     if not trajs:
         return {}
@@ -48,9 +50,11 @@ def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     out = {
         "train/reward": sum(t.reward for t in trajs) / n,
         "train/acc": sum(acc) / n,
-        "train/response_length": sum(sum(t.loss_mask) for t in trajs) / n,
-        "train/total_length": sum(len(t.response_ids) for t in trajs) / n,
+        "train/response_length": sum(t.sampled_tokens for t in trajs) / n,
+        "train/total_length": sum(t.response_length for t in trajs) / n,
         "train/turns": sum(t.num_turns for t in trajs) / n,
+        "train/samples": sum(len(t.rows()) for t in trajs) / n,
+        "train/per_turn": sum(t.per_turn for t in trajs) / n,
         "train/tool_calls": sum(float(t.metrics.get("tool_calls", 0)) for t in trajs) / n,
         "train/tool_errors": sum(float(t.metrics.get("tool_errors", 0)) for t in trajs) / n,
         "train/reflection_words": sum(reflection_count(assistant_text(t)) for t in trajs) / n,
@@ -81,8 +85,11 @@ def step_record(step: int, collected: Collected, learned: Mapping[str, float], *
         seconds: `old_logprob`, `update` and `step` wall times, and `time` (run time so far).
     """
     step_s = seconds["step"]
-    sampled = int(distributed.all_sum(torch.tensor(sum(sum(t.loss_mask) for t in collected.all))))
+    local = [len(collected.all), sum(len(t.rows()) for t in collected.all),
+             sum(t.sampled_tokens for t in collected.all)]
+    episodes, rows, sampled = (int(x) for x in distributed.all_sum(torch.tensor(local)))
     return {"step": step, **global_episode_metrics(collected.all), **learned,
+            "train/episodes": episodes, "train/rows": rows,
             "train/groups_kept": collected.groups_kept, "train/gen_rounds": collected.rounds,
             "train/dropped_failed": collected.dropped_failed, "actor/lr": lr,
             "time/rollout_s": collected.rollout_s, "time/generation_s": collected.generation_s,
@@ -91,6 +98,16 @@ def step_record(step: int, collected: Collected, learned: Mapping[str, float], *
             "time/old_logprob_s": seconds["old_logprob"], "time/update_s": seconds["update"],
             "time/step_s": step_s, "perf/tokens_per_s": sampled / step_s if step_s > 0 else 0.0,
             "time": seconds["time"]}
+
+
+class SilentLogger:
+    """The metrics sink of processes other than 0 (they compute, process 0 writes)."""
+
+    def log(self, record: dict[str, Any], *, kind: str = "metrics") -> None:
+        """Drop the record."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 class MetricsLogger:

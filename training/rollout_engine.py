@@ -22,21 +22,22 @@ from typing import Any
 import torch
 
 from agents.policy import Completion, SamplingParams
+from agents.vllm_policy import VLLMPolicy
 from training.distributed import full_state_dict, iter_full_state, rank, sharding_kind, world_size
 
 
 def vllm_kwargs(rollout_cfg: Any, model_dtype: str) -> dict[str, Any]:
-    """`vllm.LLM` keyword arguments from the `rollout.vllm_*` keys."""
+    """`vllm.LLM` keyword arguments from the `rollout.vllm.*` keys."""
     kwargs: dict[str, Any] = {
-        "dtype": rollout_cfg.vllm_dtype or model_dtype,
-        "enforce_eager": rollout_cfg.vllm_enforce_eager,
-        "gpu_memory_utilization": rollout_cfg.vllm_gpu_memory_utilization,
-        "tensor_parallel_size": rollout_cfg.vllm_tensor_parallel_size,
+        "dtype": rollout_cfg.vllm.dtype or model_dtype,
+        "enforce_eager": rollout_cfg.vllm.enforce_eager,
+        "gpu_memory_utilization": rollout_cfg.vllm.gpu_memory_utilization,
+        "tensor_parallel_size": rollout_cfg.vllm.tensor_parallel_size,
     }
-    if rollout_cfg.vllm_max_model_len:
-        kwargs["max_model_len"] = rollout_cfg.vllm_max_model_len
-    if rollout_cfg.vllm_device_ids:   # a separate device (vLLM's `device_ids` engine argument)
-        kwargs["device_ids"] = list(rollout_cfg.vllm_device_ids)
+    if rollout_cfg.vllm.max_model_len:
+        kwargs["max_model_len"] = rollout_cfg.vllm.max_model_len
+    if rollout_cfg.vllm.device_ids:   # a separate device (vLLM's `device_ids` engine argument)
+        kwargs["device_ids"] = list(rollout_cfg.vllm.device_ids)
     return kwargs
 
 
@@ -145,31 +146,29 @@ def colocated_kwargs(rollout_cfg: Any, world: int) -> dict[str, Any]:
     device (`cuda:LOCAL_RANK`; the default single-process executor would put every engine on device 0).
 
     Raises:
-        ValueError: `rollout.vllm_device_ids` or `rollout.vllm_tensor_parallel_size > 1` with
+        ValueError: `rollout.vllm.device_ids` or `rollout.vllm.tensor_parallel_size > 1` with
             several processes: every process plays its own prompts, so its engine can be
             neither moved to one shared device list nor shared across processes.
     """
     if world <= 1:
         return {}
-    if rollout_cfg.vllm_device_ids or rollout_cfg.vllm_tensor_parallel_size != 1:
+    if rollout_cfg.vllm.device_ids or rollout_cfg.vllm.tensor_parallel_size != 1:
         raise ValueError(
-            f"rollout.vllm_device_ids={list(rollout_cfg.vllm_device_ids)} / "
-            f"rollout.vllm_tensor_parallel_size={rollout_cfg.vllm_tensor_parallel_size} with {world} "
+            f"rollout.vllm.device_ids={list(rollout_cfg.vllm.device_ids)} / "
+            f"rollout.vllm.tensor_parallel_size={rollout_cfg.vllm.tensor_parallel_size} with {world} "
             "training processes: each process builds its own engine on its own device (colocated); "
-            "leave rollout.vllm_device_ids empty and set rollout.vllm_tensor_parallel_size=1")
+            "leave rollout.vllm.device_ids empty and set rollout.vllm.tensor_parallel_size=1")
     return {"distributed_executor_backend": "external_launcher"}
 
 
 def make_vllm_policy(cfg: Any, model: torch.nn.Module, model_dir: Path, eos_token_ids: Sequence[int]
                      ) -> SyncedVLLMPolicy:
-    """A `SyncedVLLMPolicy` over a vLLM engine built from `model_dir` with the `rollout.vllm_*` settings.
+    """A `SyncedVLLMPolicy` over a vLLM engine built from `model_dir` with the `rollout.vllm.*` settings.
 
     Several processes: one colocated engine each (`colocated_kwargs`), seeded `seed + rank` (as TRL
     does; the player's per-request seeds differ across processes anyway). Every process must call
     this at the same point (the engines join the launcher's process group).
     """
-    from agents import VLLMPolicy
-
     kwargs = vllm_kwargs(cfg.rollout, cfg.model.dtype) | colocated_kwargs(cfg.rollout, world_size())
     if cfg.model.tokenizer:
         kwargs["tokenizer"] = str(Path(cfg.model.tokenizer).expanduser())

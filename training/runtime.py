@@ -7,14 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import agents
+import envs
 import stare
+import tasks
+from envs import sandbox
+from training import preset
+from training.checkpoint import prepare_resume
 from training.config import TrainConfig
+from training.rollout_engine import make_vllm_policy
 from training.sampling import PlayFn
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -24,8 +32,7 @@ def resolve_model_dir(cfg: TrainConfig) -> Path:
     """`model.path` as a local directory; `preset:<name>` is built or found in the cache (training.preset)."""
     spec = cfg.model.path
     if spec.startswith("preset:"):
-        from training.preset import resolve_model_path
-        return Path(resolve_model_path(spec, Path(cfg.model.cache_dir).expanduser()))
+        return Path(preset.resolve_model_path(spec, Path(cfg.model.cache_dir).expanduser()))
     path = Path(spec).expanduser()
     if not path.is_dir():
         raise FileNotFoundError(f"model.path={spec!r} is not a directory. Give a local HF model directory "
@@ -36,11 +43,10 @@ def resolve_model_dir(cfg: TrainConfig) -> Path:
 def resolve_algo(cfg: TrainConfig, model_dir: Path) -> stare.AlgoConfig:
     """cfg.algo with `train.target_entropy` applied (a number, or `auto` from the warm start)."""
     value = cfg.train.target_entropy
-    if value == "":
+    if value is None:
         return cfg.algo
     if value == "auto":
-        from training.preset import resolve_target_entropy
-        target = float(resolve_target_entropy(model_dir, cfg.train.target_entropy_factor))
+        target = float(preset.resolve_target_entropy(model_dir, cfg.train.target_entropy_factor))
     else:
         target = float(value)
     return cfg.algo.replace(stare=cfg.algo.stare.replace(target_entropy=target))
@@ -112,7 +118,6 @@ def sync_schedule(scheduler: Any) -> None:
 
 def make_env_factory(cfg: TrainConfig) -> Callable[[], Any]:
     """A zero-argument env constructor for `agents.rollout_batch` (one env per episode)."""
-    import envs
     env_id, kwargs = cfg.data.env, dict(cfg.data.env_kwargs)
     envs.make(env_id, **kwargs).close()   # fail now, with the registry's message, on a bad id or kwargs
     return lambda: envs.make(env_id, **kwargs)
@@ -120,7 +125,6 @@ def make_env_factory(cfg: TrainConfig) -> Callable[[], Any]:
 
 def load_tasks(name: str, limit: int = 0) -> list[Any]:
     """`tasks.load(name)`, cut to the first `limit` (0 = all)."""
-    import tasks
     return list(tasks.load(name, limit=limit or None))
 
 
@@ -129,13 +133,12 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
     """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits.
 
     Limits come from `cfg.rollout`: max_turns, max_response_tokens, max_tool_tokens and the initial
-    prompt's max_prompt_tokens / prompt_truncation (0 = no limit). Each call first makes room in the
+    prompt's max_prompt_tokens / prompt_truncation (0 = no limit); `rollout.history` picks append-only
+    or per-turn samples (`agents.rollout_batch`). Each call first makes room in the
     process-wide local sandbox for the episodes it plays at once (`reserve_shared_sessions`: a number
     remembered, no sandbox started, when the env does not use it): len(tasks) × group_size, or
     whole groups of at most rollout.max_live_episodes episodes when that is set.
     """
-    import agents
-    from envs.sandbox import reserve_shared_sessions
     r = cfg.rollout
     sampling = agents.SamplingParams(max_tokens=r.max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k)
@@ -148,10 +151,11 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
         per_call = max(1, len(task_list))
         if r.max_live_episodes:
             per_call = max(1, r.max_live_episodes // group_size)
-        reserve_shared_sessions(min(per_call, len(task_list)) * group_size)
+        sandbox.reserve_shared_sessions(min(per_call, len(task_list)) * group_size)
         chunks = [agents.rollout_batch(make_env, policy, tokenizer, task_list[lo:lo + per_call],
                                        group_size=group_size, sampling=sampling, limits=limits,
-                                       seed=seed + lo * group_size, max_workers=r.max_workers)
+                                       seed=seed + lo * group_size, max_workers=r.max_workers,
+                                       history=r.history)
                   for lo in range(0, len(task_list), per_call)]   # episode i keeps env seed `seed + i`
         return chunks[0] if len(chunks) == 1 else _concat(chunks)
     return play
@@ -159,7 +163,6 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
 
 def _concat(chunks: list[Any]) -> Any:
     """One `agents.RolloutBatch` from several, with their time statistics summed."""
-    import agents
     out = agents.RolloutBatch(t for chunk in chunks for t in chunk)
     stats = agents.RolloutStats()
     for chunk in chunks:
@@ -177,10 +180,8 @@ def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig | None = None,
     `rollout.engine=vllm`: a `training.rollout_engine.SyncedVLLMPolicy`, a vLLM engine built from
     `model_dir` into which the weights are pushed after every optimizer step (docs/vllm.md).
     """
-    import agents
     eos = tokenizer.eos_token_id
     if cfg is not None and cfg.rollout.engine == "vllm":
-        from training.rollout_engine import make_vllm_policy
         if model_dir is None:
             raise ValueError("rollout.engine=vllm: make_policy needs model_dir (the engine loads it)")
         return make_vllm_policy(cfg, model, model_dir, eos_token_ids=[eos])
@@ -195,6 +196,15 @@ def check_config(cfg: TrainConfig) -> None:
                          f"{r.max_response_tokens}; set algo.overlong_buffer to at most "
                          f"{r.max_response_tokens} "
                          "(DAPO uses 1/5 of the budget) or 0 to disable the overlong penalty")
+    t = cfg.train
+    if a.stare.enabled and a.stare.scope == "global_batch" and (t.mini_batches > 1 or t.epochs > 1):
+        raise ValueError(f"algo.stare.scope=global_batch computes ω once from the pre-update log-probs, "
+                         f"which go stale after the first optimizer step (train.mini_batches="
+                         f"{t.mini_batches}, train.epochs={t.epochs}); use algo.stare.scope=micro_batch "
+                         "(ω from the current log-probs), or one mini-batch and one epoch")
+    if t.balance_micro_batches and t.sort_micro_batches:
+        raise ValueError("train.balance_micro_batches and train.sort_micro_batches are two ways to form "
+                         "micro-batches; set one of them to false")
 
 
 def controller_for(algo: stare.AlgoConfig) -> stare.Controller:
@@ -202,6 +212,14 @@ def controller_for(algo: stare.AlgoConfig) -> stare.Controller:
     s = algo.stare
     return stare.Controller(s.target_entropy, s.w, s.m, adaptive=s.adaptive, alpha=s.alpha, w_max=s.w_max,
                             m_min=s.m_min)
+
+
+def entropy_controller_for(algo: stare.AlgoConfig) -> stare.EntropyCoefController | None:
+    """The adaptive entropy-bonus controller (Skywork-OR1) when algo.entropy_adaptive, else None."""
+    if not algo.entropy_adaptive:
+        return None
+    return stare.EntropyCoefController(algo.entropy_coef, algo.entropy_target, delta=algo.entropy_coef_delta,
+                                       coef_min=algo.entropy_coef_min, coef_max=algo.entropy_coef_max)
 
 
 def reference_model(model: Any) -> Any:
@@ -213,6 +231,21 @@ def reference_model(model: Any) -> Any:
     return ref
 
 
-def replace_cfg(cfg: TrainConfig, **sections: Any) -> TrainConfig:
-    """dataclasses.replace for the root config."""
-    return dataclasses.replace(cfg, **sections)
+def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Make the run directory; a fresh run clears an old one's outputs (refused if it holds checkpoints).
+
+    A resumed run is first made safe to resume (`training.checkpoint.prepare_resume`: stale
+    temporaries, torn log lines, damaged newer checkpoints repaired or moved aside, never lost).
+    """
+    if resume:
+        prepare_resume(run_dir)
+    has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
+    if has_checkpoints and not resume and not overwrite:
+        raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
+                              "log.overwrite=true to start it again, or another log.name")
+    if not resume:
+        for name in ("checkpoints", "tb", "model"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import stare
 from agents.trajectory import Trajectory
 from tasks.task import Task
 from training import distributed
+from training.config import TrainConfig
 
 
 class TaskStream:
@@ -113,13 +114,40 @@ PlayFn = Callable[[list[Task], int, int], list[Trajectory]]
 group_id = task index (`training.runtime.make_player` builds one with its sampling bound)."""
 
 
-def round_size(prompts: int, per_round: int, dynamic_sampling: bool, world: int) -> int:
-    """Prompts this process draws per round: `per_round` with dynamic sampling, else `prompts`."""
-    return share(per_round if dynamic_sampling else prompts, world)
+@dataclass(frozen=True, kw_only=True)
+class CollectSettings:
+    """How the rollout stage samples a step's groups (built once at setup, `from_config`)."""
+
+    seed: int
+    """Run seed (with the step and round, it seeds each round)."""
+    prompts: int
+    """Groups wanted per step."""
+    per_round: int
+    """Prompts drawn per round when dynamic sampling refills."""
+    group_size: int
+    """Completions per prompt."""
+    dynamic_sampling: bool = False
+    """Filter zero-variance groups and refill."""
+    max_rounds: int = 0
+    """Round limit (0 = unlimited)."""
+    drop_failed: bool = True
+    """Drop failed / verifier-failure episodes from the loss."""
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, algo: stare.AlgoConfig) -> CollectSettings:
+        """The settings of `cfg` (rollout section) and the resolved algorithm."""
+        r = cfg.rollout
+        per_round = r.prompts_per_round or r.prompts_per_step
+        return cls(seed=cfg.seed, prompts=r.prompts_per_step, per_round=per_round, group_size=r.group_size,
+                   dynamic_sampling=algo.dynamic_sampling,
+                   max_rounds=algo.max_gen_rounds, drop_failed=r.drop_failed)
+
+    def round_size(self, world: int) -> int:
+        """Prompts each of `world` processes draws per round (`per_round` when refilling, else `prompts`)."""
+        return share(self.per_round if self.dynamic_sampling else self.prompts, world)
 
 
-def collect(play: PlayFn, stream: TaskStream, *, step: int, seed: int, prompts: int, per_round: int,
-            group_size: int, dynamic_sampling: bool, max_rounds: int, drop_failed: bool,
+def collect(play: PlayFn, stream: TaskStream, settings: CollectSettings, *, step: int,
             first_round: Any = None) -> Collected:
     """Sample groups until `prompts` groups are kept (DAPO dynamic sampling) or the round limit.
 
@@ -138,14 +166,8 @@ def collect(play: PlayFn, stream: TaskStream, *, step: int, seed: int, prompts: 
     Args:
         play: plays a round of episodes (see `PlayFn`).
         stream: the task cursor.
+        settings: prompts, group size, dynamic sampling, round limit, dropping failures.
         step: training step (seeds the round).
-        seed: run seed.
-        prompts: groups wanted.
-        per_round: prompts drawn per round.
-        group_size: completions per prompt.
-        dynamic_sampling: filter zero-variance groups and refill.
-        max_rounds: round limit (0 = unlimited).
-        drop_failed: drop failed / verifier-failure episodes from the loss.
         first_round: round 0 played ahead (`training.async_rollout.Prefetched`: its tasks were taken
             from `stream` and it was seeded with `round_seed(seed, step, 0, rank)`, as here); None =
             play round 0 here.
@@ -154,31 +176,31 @@ def collect(play: PlayFn, stream: TaskStream, *, step: int, seed: int, prompts: 
     everything: list[Trajectory] = []
     rounds, dropped = 0, 0
     times = {"rollout_s": 0.0, "generation_s": 0.0, "tool_s": 0.0, "render_s": 0.0, "reset_s": 0.0}
-    rank, world = stream.rank, stream.world_size
+    rank, world, c = stream.rank, stream.world_size, settings
     while True:
         start = time.perf_counter()
         if rounds == 0 and first_round is not None:
             num_tasks, trajs = first_round.num_tasks, first_round.trajectories
         else:
-            tasks = stream.take(round_size(prompts, per_round, dynamic_sampling, world))
-            rs = round_seed(seed, step, rounds, rank)
+            tasks = stream.take(c.round_size(world))
+            rs = round_seed(c.seed, step, rounds, rank)
             torch.manual_seed(rs)
-            num_tasks, trajs = len(tasks), play(tasks, group_size, rs)
+            num_tasks, trajs = len(tasks), play(tasks, c.group_size, rs)
         times["rollout_s"] += time.perf_counter() - start
         stats = getattr(trajs, "stats", None)   # agents.RolloutBatch carries a time split
         for key in ("generation_s", "tool_s", "render_s", "reset_s"):
             times[key] += float(getattr(stats, key, 0.0))
         everything += trajs
-        for local, group in enumerate(_split_groups(trajs, num_tasks, group_size)):
-            usable = [t for t in group if not (drop_failed and is_failure(t))]
+        for local, group in enumerate(_split_groups(trajs, num_tasks, c.group_size)):
+            usable = [t for t in group if not (c.drop_failed and is_failure(t))]
             dropped += len(group) - len(usable)
-            if usable and (not dynamic_sampling or _has_variance(usable)):
+            if usable and (not c.dynamic_sampling or _has_variance(usable)):
                 kept_groups.append(((rounds, local * world + rank), usable))   # key: global draw order
         rounds += 1
         total = int(distributed.all_sum(torch.tensor(len(kept_groups))))     # over all processes
-        if not dynamic_sampling or total >= prompts or (max_rounds and rounds >= max_rounds):
+        if not c.dynamic_sampling or total >= c.prompts or (c.max_rounds and rounds >= c.max_rounds):
             break
-    mine = _first_groups([key for key, _ in kept_groups], prompts, world)
+    mine = _first_groups([key for key, _ in kept_groups], c.prompts, world)
     groups = [group for key, group in kept_groups if key in mine]
     kept = [_regroup(t, g) for g, group in enumerate(groups) for t in group]
     return Collected(kept=kept, all=everything, rounds=rounds,

@@ -25,7 +25,6 @@ Process 0 writes metrics, evaluations and the final model; checkpoints are colle
 
 from __future__ import annotations
 
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -44,14 +43,14 @@ from training.config import TrainConfig, dump_yaml
 from training.evaluate import evaluate
 from training.gate import diagnostics, entropy_gate
 from training.logprobs import batch_logprobs, forward_pass
-from training.metrics import MetricsLogger, step_record
-from training.sampling import Collected, PlayFn, TaskStream, collect, round_seed, round_size, share
-from training.update import UpdateSettings, update_policy
+from training.metrics import MetricsLogger, SilentLogger, step_record
+from training.sampling import Collected, CollectSettings, PlayFn, TaskStream, collect, round_seed, share
+from training.update import UpdateSettings, needs_entropy_grad, update_policy
 from training.weights import batch_weights
 
 
 @dataclass
-class Run:
+class RunState:
     """Everything live during a run (built once by `setup`)."""
 
     cfg: TrainConfig
@@ -69,6 +68,8 @@ class Run:
     ref_model: Any
     pad_id: int
     run_dir: Path
+    collect: CollectSettings
+    """Rollout-stage settings (prompts, group size, dynamic sampling)."""
     update: UpdateSettings
     """Forward-pass and update settings (micro-/mini-batching, clipping, fused or not)."""
     start_step: int = 0
@@ -77,35 +78,66 @@ class Run:
     started: float = 0.0
     prefetcher: RolloutPrefetcher | None = None
     """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
+    entropy_ctl: stare.EntropyCoefController | None = None
+    """The adaptive entropy-bonus weight (algo.entropy_adaptive), fed the gate's H̄."""
     on_batch: Any = None
     """Optional `(run, step, collected, batch) -> metrics`, called before the update; its metrics join
     the step's record (the bench's all-episode entropy and counterfactual probes, `training.bench`)."""
 
 
-def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
+def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
     """Build model, optimizer, envs and data; restore the latest checkpoint when resuming."""
-    runtime.check_config(cfg)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    run_dir = cfg.run_path
-    accelerator = runtime.make_accelerator(cfg)
-    _check_sharding(cfg, accelerator.num_processes)
-    if accelerator.is_main_process:
-        _prepare_run_dir(run_dir, resume=resume, overwrite=cfg.log.overwrite)
-    accelerator.wait_for_everyone()
-    from transformers import set_seed
-    set_seed(cfg.seed)
+    accelerator = _start(cfg, resume=resume)
     model_dir = runtime.resolve_model_dir(cfg)
     algo = runtime.resolve_algo(cfg, model_dir)
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, model_dir)
     optimizer, scheduler = runtime.make_optimizer(cfg, model)
     ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    play_train, play_eval, prefetcher = _players(cfg, accelerator, model, tokenizer, model_dir)
+    stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
+                        shuffle=cfg.data.shuffle, rank=accelerator.process_index,
+                        world_size=accelerator.num_processes)
+    eval_sets = {name: runtime.load_tasks(name, cfg.eval.limit) for name in cfg.eval.tasks}
+    run = RunState(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
+                   scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
+                   stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets,
+                   ref_model=ref, pad_id=runtime.pad_id(tokenizer), run_dir=cfg.run_path,
+                   prefetcher=prefetcher,
+                   collect=CollectSettings.from_config(cfg, algo),
+                   update=UpdateSettings.from_config(cfg, accelerator.num_processes),
+                   entropy_ctl=runtime.entropy_controller_for(algo))
+    checkpoint = latest_checkpoint(run.run_dir) if resume else None
+    if checkpoint is not None:
+        _restore(run, load_checkpoint(checkpoint, accelerator))
+    if accelerator.is_main_process:
+        (run.run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    return run
+
+
+def _start(cfg: TrainConfig, *, resume: bool) -> Any:
+    """Checks, threads, the accelerator, the run directory and the seed; returns the accelerator."""
+    runtime.check_config(cfg)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    accelerator = runtime.make_accelerator(cfg)
+    _check_sharding(cfg, accelerator.num_processes)
+    if accelerator.is_main_process:
+        runtime.prepare_run_dir(cfg.run_path, resume=resume, overwrite=cfg.log.overwrite)
+    accelerator.wait_for_everyone()
+    from transformers import set_seed
+    set_seed(cfg.seed)
+    return accelerator
+
+
+def _players(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any,
+             model_dir: Path) -> tuple[PlayFn, PlayFn, RolloutPrefetcher | None]:
+    """The training and evaluation players over the rollout policy, and the prefetcher (async_steps=1)."""
     policy = runtime.make_policy(rollout_model(cfg, accelerator, model), tokenizer, cfg, model_dir)
     make_env = runtime.make_env_factory(cfg)
     r, e = cfg.rollout, cfg.eval
 
-    def train_player(rollout_policy: Any) -> Any:   # the training sampling, over any policy
+    def train_player(rollout_policy: Any) -> PlayFn:   # the training sampling, over any policy
         return runtime.make_player(cfg, rollout_policy, tokenizer, make_env, temperature=r.temperature,
                                    top_p=r.top_p, top_k=r.top_k)
     play_train = train_player(policy)
@@ -115,26 +147,18 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> Run:
     if r.async_steps:
         prefetcher = make_prefetcher(cfg, accelerator, accelerator.unwrap_model(model), tokenizer, policy,
                                      train_player)
-    stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
-                        shuffle=cfg.data.shuffle, rank=accelerator.process_index,
-                        world_size=accelerator.num_processes)
-    eval_sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    run = Run(cfg=cfg, algo=algo, accelerator=accelerator, model=model, optimizer=optimizer,
-              scheduler=scheduler, tokenizer=tokenizer, controller=runtime.controller_for(algo),
-              stream=stream, play_train=play_train, play_eval=play_eval, eval_sets=eval_sets, ref_model=ref,
-              pad_id=runtime.pad_id(tokenizer), run_dir=run_dir, prefetcher=prefetcher,
-              update=UpdateSettings.from_config(cfg, accelerator.num_processes))
-    checkpoint = latest_checkpoint(run_dir) if resume else None
-    if checkpoint is not None:
-        state = load_checkpoint(checkpoint, accelerator)
-        run.controller.load_state_dict(state["controller"])
-        run.stream.load_state_dict(state["stream"])
-        run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
-        _restore_prefetched(run, state.get("prefetched"))
-        runtime.sync_schedule(scheduler)
-    if accelerator.is_main_process:
-        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
-    return run
+    return play_train, play_eval, prefetcher
+
+
+def _restore(run: RunState, state: dict[str, Any]) -> None:
+    """Controllers, data cursor, step, elapsed time, prefetched round and lr schedule from a checkpoint."""
+    run.controller.load_state_dict(state["controller"])
+    if run.entropy_ctl is not None and "entropy_ctl" in state:
+        run.entropy_ctl.load_state_dict(state["entropy_ctl"])
+    run.stream.load_state_dict(state["stream"])
+    run.start_step, run.elapsed_before = int(state["step"]), float(state["elapsed"])
+    _restore_prefetched(run, state.get("prefetched"))
+    runtime.sync_schedule(run.scheduler)
 
 
 def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
@@ -154,7 +178,7 @@ def rollout_model(cfg: TrainConfig, accelerator: Any, model: Any) -> Any:
     return model if kind == "fsdp1" else accelerator.unwrap_model(model)
 
 
-def _restore_prefetched(run: Run, state: dict[str, Any] | None) -> None:
+def _restore_prefetched(run: RunState, state: dict[str, Any] | None) -> None:
     if state is not None and run.prefetcher is None:
         raise ValueError("this checkpoint holds a prefetched rollout round (it was saved with "
                          "rollout.async_steps=1); resume with rollout.async_steps=1")
@@ -169,19 +193,6 @@ def _check_sharding(cfg: TrainConfig, world: int) -> None:
     share(r.prompts_per_round or r.prompts_per_step, world)
 
 
-def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    has_checkpoints = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
-    if has_checkpoints and not resume and not overwrite:
-        raise FileExistsError(f"{run_dir} already holds checkpoints. Pass --resume to continue that run, "
-                              "log.overwrite=true to start it again, or another log.name")
-    if not resume:
-        for name in ("checkpoints", "tb", "model"):
-            shutil.rmtree(run_dir / name, ignore_errors=True)
-        for name in ("metrics.jsonl", "eval.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-
 def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     """Train with `cfg`; with `resume`, continue from the run's latest checkpoint exactly.
 
@@ -192,10 +203,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     return fit(setup(cfg, resume=resume))
 
 
-def fit(run: Run) -> dict[str, Any]:
-    """The training loop over a prepared `Run` (steps, evaluation, checkpoints, final model)."""
+def fit(run: RunState) -> dict[str, Any]:
+    """The training loop over a prepared `RunState` (steps, evaluation, checkpoints, final model)."""
     cfg = run.cfg
-    logger: Any = _SilentLogger()
+    logger: Any = SilentLogger()
     if run.accelerator.is_main_process:
         logger = MetricsLogger(run.run_dir, total_steps=cfg.train.steps, tensorboard=cfg.log.tensorboard,
                                progress=cfg.log.progress, start_step=run.start_step)
@@ -228,7 +239,7 @@ def fit(run: Run) -> dict[str, Any]:
             "final": last, "eval": last_eval}
 
 
-def train_step(run: Run, step: int) -> dict[str, Any]:
+def train_step(run: RunState, step: int) -> dict[str, Any]:
     """One training step, stages 1-7 of the module docstring; returns its metrics record."""
     cfg, t_step = run.cfg, time.perf_counter()
     lr = float(run.scheduler.get_last_lr()[0])
@@ -241,62 +252,62 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     fused = trains and run.update.fused
     forward = forward_pass(run.model, batch, run.update.temperature, token_budget=run.update.token_budget,
                            device=run.accelerator.device, by_length=run.update.by_length, fused=fused,
-                           entropy_grad=run.algo.entropy_coef > 0)                         # 3. forward
+                           entropy_grad=needs_entropy_grad(run.algo),
+                           balance=run.update.balance)                                      # 3. forward
     batch = reference_pass(run, batch.with_(old_log_probs=forward.log_probs, entropy=forward.entropy))
-    h_bar = entropy_gate(run.controller, batch)                                            # 4. gate
+    h_bar = entropy_gate(run.controller, batch, feed=trains, bonus=run.entropy_ctl)         # 4. gate
     batch, weight_stats = batch_weights(batch, run.algo, run.controller,
                                         tis_cap=cfg.rollout.tis_cap)                        # 5. weights
     seen = diagnostics(batch, run.algo, h_bar, max_turns=cfg.rollout.max_turns)
     t_update = time.perf_counter()
     learned = update_policy(run.model, run.optimizer, batch, run.update, algo=run.algo,   # 6-7. loss, step
                             controller=run.controller, accelerator=run.accelerator,
-                            forward=forward) if trains else {}
+                            forward=forward, entropy_coef=_bonus(run)) if trains else {}
     with warnings.catch_warnings():   # a step without an update still advances the schedule
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
         run.scheduler.step()
     now = time.perf_counter()
     seconds = {"old_logprob": 0.0 if fused else t_update - t_old,   # fused: the forward is the update's
                "update": now - (t_old if fused else t_update), "step": now - t_step, "time": _elapsed(run)}
-    metrics = {**seen, **weight_stats, **learned, **run.controller.metrics(), **observed}
-    return step_record(step, collected, metrics,
-                       lr=lr, seconds=seconds)
+    bonus = run.entropy_ctl.metrics() if run.entropy_ctl is not None else {}
+    return step_record(step, collected, {**seen, **weight_stats, **learned, **run.controller.metrics(),
+                                         **bonus, **observed}, lr=lr, seconds=seconds)
 
 
-def rollout_stage(run: Run, step: int) -> Collected:
+def _bonus(run: RunState) -> float | None:
+    """This step's entropy-bonus weight: the adaptive controller's, or None (algo.entropy_coef)."""
+    return run.entropy_ctl.applied if run.entropy_ctl is not None else None
+
+
+def rollout_stage(run: RunState, step: int) -> Collected:
     """Play this step's groups (DAPO dynamic sampling refills when the algorithm asks for it).
 
     With a prefetcher, round 0 was played ahead (during the previous update); `rollout_s` then
     counts the time spent waiting for it, and `prefetch_s` the time it took in the rollout thread.
     """
-    r, algo = run.cfg.rollout, run.algo
     t0 = time.perf_counter()
     first = run.prefetcher.take(step) if run.prefetcher is not None else None
     waited = time.perf_counter() - t0
-    collected = collect(run.play_train, run.stream, step=step, seed=run.cfg.seed, prompts=r.prompts_per_step,
-                        per_round=r.prompts_per_round or r.prompts_per_step, group_size=r.group_size,
-                        dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_gen_rounds,
-                        drop_failed=r.drop_failed, first_round=first)
+    collected = collect(run.play_train, run.stream, run.collect, step=step, first_round=first)
     collected.rollout_s += waited
     collected.prefetch_s = first.seconds if first is not None else 0.0
     return collected
 
 
-def prefetch_next(run: Run, step: int) -> None:
+def prefetch_next(run: RunState, step: int) -> None:
     """Start round 0 of step + 1 in the rollout thread, with the weights as they are now.
 
     Takes the round's prompts from the data cursor now, which is where the synchronous loop
     would take them (after this step's refill rounds), and seeds it as `collect` would.
     """
-    cfg, r = run.cfg, run.cfg.rollout
-    if run.prefetcher is None or step >= cfg.train.steps:
+    c = run.collect
+    if run.prefetcher is None or step >= run.cfg.train.steps:
         return
-    world, rank = run.stream.world_size, run.stream.rank
-    tasks = run.stream.take(round_size(r.prompts_per_step, r.prompts_per_round or r.prompts_per_step,
-                                       run.algo.dynamic_sampling, world))
-    run.prefetcher.launch(step + 1, tasks, r.group_size, round_seed(cfg.seed, step + 1, 0, rank))
+    tasks = run.stream.take(c.round_size(run.stream.world_size))
+    run.prefetcher.launch(step + 1, tasks, c.group_size, round_seed(c.seed, step + 1, 0, run.stream.rank))
 
 
-def reference_pass(run: Run, batch: Batch) -> Batch:
+def reference_pass(run: RunState, batch: Batch) -> Batch:
     """Reference-model log-probs for the KL term (a no-op without a reference model)."""
     if run.ref_model is None:
         return batch
@@ -305,17 +316,7 @@ def reference_pass(run: Run, batch: Batch) -> Batch:
     return batch.with_(ref_log_probs=ref_logp)
 
 
-class _SilentLogger:
-    """The metrics sink of processes other than 0 (they compute, process 0 writes)."""
-
-    def log(self, record: dict[str, Any], *, kind: str = "metrics") -> None:
-        """Drop the record."""
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
+def _evaluate(run: RunState, step: int, logger: MetricsLogger) -> dict[str, Any]:
     e = run.cfg.eval
     metrics = evaluate(lambda tasks, k, seed: run.play_eval(tasks, k, seed), run.model, run.eval_sets, k=e.k,
                        seed=e.seed, pad_id=run.pad_id, temperature=e.temperature,
@@ -326,13 +327,15 @@ def _evaluate(run: Run, step: int, logger: MetricsLogger) -> dict[str, Any]:
     return record
 
 
-def _save(run: Run, step: int) -> None:
+def _save(run: RunState, step: int) -> None:
     state = {"controller": run.controller.state_dict(), "stream": run.stream.state_dict(),
              "elapsed": _elapsed(run)}
+    if run.entropy_ctl is not None:
+        state["entropy_ctl"] = run.entropy_ctl.state_dict()
     if run.prefetcher is not None:        # the next step's round, played ahead: part of the state
         state["prefetched"] = run.prefetcher.state_dict()
     save_checkpoint(run.run_dir, step, run.accelerator, state, keep=run.cfg.log.keep_checkpoints)
 
 
-def _elapsed(run: Run) -> float:
+def _elapsed(run: RunState) -> float:
     return run.elapsed_before + (time.perf_counter() - run.started if run.started else 0.0)

@@ -4,9 +4,14 @@ For each epoch, each mini-batch (one optimizer step), each token-budgeted micro-
 
     logp, H = forward(model, micro-batch)            # (b, r) each, with grad; or the fused pass's graphs
     w       = ω · w_TIS                              # training.weights.micro_batch_weights
-    loss    = stare.policy_loss(logp, logp_old, A, mask, w, agg, N_tokens/N_seqs of the mini-batch)
-            + kl_coef · agg(KL(π‖π_ref))  - entropy_coef · agg(H)        (both off by default)
+    loss    = s · [stare.algo_policy_loss(algo, logp, logp_old, A, mask, H, w, agg, counts)
+                   + kl_coef · agg(KL(π‖π_ref))  - c_H · agg(H)]        (KL and bonus off by default)
     backward
+
+`algo_policy_loss` applies the surrogate of `algo.loss_mode` and the forking-token mask; c_H is
+`algo.entropy_coef`, or the adaptive controller's weight. With `algo.loss_agg_scope="global"` the
+counts are N_tokens / N_seqs of the mini-batch and s = 1; with "micro_batch" (the authors' actor) the
+counts are the micro-batch's own and s = its share of the mini-batch's sequences.
 
 then gradient clipping and one optimizer step per mini-batch. The global counts make the
 micro-batch losses add up to the mini-batch loss exactly, whatever the micro-batch split.
@@ -57,6 +62,10 @@ class UpdateSettings:
     """Group rows of similar length into micro-batches (`training.batch.micro_batches`)."""
     fused: bool = False
     """The update's forward pass doubles as the old-log-prob pass (on-policy, one process)."""
+    balance: bool = False
+    """Balance micro-batches by real tokens (`training.batch.balanced_micro_batches`)."""
+    norm_length: int = 0
+    """L of the `seq-mean-token-sum-norm` reduction (Dr. GRPO): algo.loss_norm_length, else the budget."""
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, processes: int = 1) -> UpdateSettings:
@@ -68,8 +77,14 @@ class UpdateSettings:
         t = cfg.train
         return cls(temperature=cfg.rollout.temperature, token_budget=t.micro_batch_tokens,
                    grad_clip=cfg.optim.grad_clip, mini_batches=t.mini_batches, epochs=t.epochs,
-                   by_length=t.sort_micro_batches,
+                   by_length=t.sort_micro_batches, balance=t.balance_micro_batches,
+                   norm_length=cfg.algo.loss_norm_length or cfg.rollout.max_response_tokens,
                    fused=t.fuse_on_policy and t.mini_batches == 1 and t.epochs == 1 and processes == 1)
+
+
+def needs_entropy_grad(algo: stare.AlgoConfig) -> bool:
+    """Whether the entropy must keep its graph: an entropy bonus is on (static or adaptive)."""
+    return algo.entropy_coef > 0 or algo.entropy_adaptive
 
 
 def global_totals(mask: Tensor, device: torch.device | str) -> dict[str, Tensor]:
@@ -86,7 +101,8 @@ def global_totals(mask: Tensor, device: torch.device | str) -> dict[str, Tensor]
 
 def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
                   settings: UpdateSettings, *, algo: stare.AlgoConfig, controller: stare.Controller,
-                  accelerator: Any, forward: Forward | None = None) -> dict[str, float]:
+                  accelerator: Any, forward: Forward | None = None,
+                  entropy_coef: float | None = None) -> dict[str, float]:
     """Run the update of one step; returns metrics averaged over micro-batches (one sync at the end).
 
     Args:
@@ -99,6 +115,7 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
         controller: the STARE controller, already updated with this step's entropy.
         accelerator: the `accelerate.Accelerator` (backward, clipping, no_sync).
         forward: the fused pass's graphs (`training.logprobs.forward_pass`); needed when fused.
+        entropy_coef: this step's entropy-bonus weight (the adaptive controller's); None = algo's.
 
     Returns:
         `actor/*` and `stare/*` metrics as floats, plus `actor/grad_norm` (mean over optimizer steps).
@@ -110,24 +127,13 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     if settings.fused != (graphs is not None) or (graphs and settings.mini_batches * settings.epochs != 1):
         raise ValueError("a fused update needs the fused forward pass's graphs and one mini-batch, one epoch")
     model.train()
-    device = accelerator.device
-    sums: dict[str, Tensor] = defaultdict(lambda: torch.zeros((), device=device))
+    sums: dict[str, Tensor] = defaultdict(lambda: torch.zeros((), device=accelerator.device))
     counts: dict[str, int] = defaultdict(int)
     norms: list[Tensor] = []
     for _ in range(settings.epochs):
         for rows in mini_batches(batch.size, settings.mini_batches):
-            totals = global_totals(batch.loss_mask[rows], device)
-            padded, groups = equal_micro_batches(batch, rows, settings.token_budget,
-                                                 by_length=settings.by_length)
-            for index, group in enumerate(groups):
-                mb = to_device(padded.select(group), device)
-                with _maybe_no_sync(accelerator, model, index < len(groups) - 1):
-                    logp, entropy = graphs[index] if graphs else forward_logprobs(
-                        model, mb, settings.temperature, entropy_grad=algo.entropy_coef > 0)
-                    loss, metrics = micro_loss(logp, entropy, mb, algo, controller, totals)
-                    accelerator.backward(loss * accelerator.num_processes)
-                if group[0] >= batch.size:     # a placeholder micro-batch: no tokens, no metrics
-                    continue
+            for metrics in _backward_mini_batch(model, batch, rows, settings, algo, controller, accelerator,
+                                                graphs, entropy_coef):
                 for key, value in metrics.items():
                     sums[key] = sums[key] + value.detach().float()
                     counts[key] += 1
@@ -140,24 +146,73 @@ def update_policy(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     return out
 
 
+def _backward_mini_batch(model: nn.Module, batch: Batch, rows: list[int], settings: UpdateSettings,
+                         algo: stare.AlgoConfig, controller: stare.Controller, accelerator: Any,
+                         graphs: list[tuple[Tensor, Tensor]] | None,
+                         entropy_coef: float | None) -> list[dict[str, Tensor]]:
+    """Loss and backward of every micro-batch of one mini-batch; the metrics of its real micro-batches."""
+    device = accelerator.device
+    totals = global_totals(batch.loss_mask[rows], device)
+    padded, groups = equal_micro_batches(batch, rows, settings.token_budget, by_length=settings.by_length,
+                                         balance=settings.balance)
+    out = []
+    for index, group in enumerate(groups):
+        mb = to_device(padded.select(group), device)
+        with _maybe_no_sync(accelerator, model, index < len(groups) - 1):
+            logp, entropy = graphs[index] if graphs else forward_logprobs(
+                model, mb, settings.temperature, entropy_grad=needs_entropy_grad(algo))
+            loss, metrics = micro_loss(logp, entropy, mb, algo, controller, totals, entropy_coef=entropy_coef,
+                                       norm_length=settings.norm_length)
+            accelerator.backward(loss * accelerator.num_processes)
+        if group[0] < batch.size:     # a placeholder micro-batch has no tokens and no metrics
+            out.append({key: value.detach() for key, value in metrics.items()})
+    return out
+
+
 def micro_loss(logp: Tensor, entropy: Tensor, mb: Batch, algo: stare.AlgoConfig, controller: stare.Controller,
-               totals: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-    """Loss of one micro-batch from its current log-probs (B, R) and entropy (B, R), plus metrics."""
+               totals: dict[str, Tensor], *, entropy_coef: float | None = None,
+               norm_length: int = 0) -> tuple[Tensor, dict[str, Tensor]]:
+    """Loss of one micro-batch from its current log-probs (B, R) and entropy (B, R), plus metrics.
+
+    The quadrant diagnostics of micro-batch scope come from here: the loss's own selection and the
+    weights it applied (training.gate.diagnostics covers global scope).
+    """
     weights, stats = micro_batch_weights(logp, mb, algo, controller)
-    loss, metrics = stare.policy_loss(
-        logp, mb.old_log_probs, mb.advantages, mb.loss_mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
-        clip_c=algo.clip_c, weights=weights, agg=algo.loss_agg, **totals)
+    counts, scale = reduction(mb, algo, totals)
+    counts["norm_length"] = norm_length or None
+    loss, metrics = stare.algo_policy_loss(algo, logp, mb.old_log_probs, mb.advantages, mb.loss_mask,
+                                           entropy=entropy, weights=weights, **counts)
     if algo.kl_coef > 0:
         kl = stare.aggregate(stare.kl_penalty(logp, mb.ref_log_probs, algo.kl_estimator), mb.loss_mask,
-                             algo.loss_agg, **totals)
+                             algo.loss_agg, **counts)
         loss = loss + algo.kl_coef * kl
         metrics["actor/kl_loss"] = kl.detach()
-    if algo.entropy_coef > 0:
-        ent_term = stare.aggregate(entropy, mb.loss_mask, algo.loss_agg, **totals)
-        loss = loss - algo.entropy_coef * ent_term
+    coef = algo.entropy_coef if entropy_coef is None else entropy_coef
+    if coef > 0:
+        loss = loss - coef * stare.aggregate(entropy, mb.loss_mask, algo.loss_agg, **counts)
     metrics["actor/entropy"] = stare.masked_mean(entropy.detach(), mb.loss_mask)
     metrics.update(stats)
-    return loss, metrics
+    if algo.stare.enabled and algo.stare.scope == "micro_batch":
+        metrics.update(stare.quadrant_metrics(logp.detach(), mb.advantages, mb.loss_mask, entropy,
+                                              top_ratio=algo.stare.top_ratio or 0.1, weights=weights))
+    return loss * scale, metrics
+
+
+def reduction(mb: Batch, algo: stare.AlgoConfig,
+              totals: dict[str, Tensor]) -> tuple[dict[str, Any], Tensor | float]:
+    r"""The counts `stare.aggregate` divides by, and the factor s on the micro-batch's loss.
+
+        global      : counts = the mini-batch's N_tokens, N_seqs (all processes);        s = 1
+        micro_batch : counts = the micro-batch's own;   s = n_seqs(micro-batch) / N_seqs(mini-batch)
+
+    "micro_batch" is the authors' FSDP actor: a token mean per micro-batch, scaled by its share of
+    the mini-batch's sequences, gradients averaged over processes; a token of a long-response
+    micro-batch then weighs less than under the global token mean.
+    """
+    if algo.loss_agg_scope == "global":
+        return dict(totals), 1.0
+    rows = (mb.loss_mask.sum(-1) > 0).sum().to(totals["num_seqs"].dtype)
+    return {}, rows / totals["num_seqs"].clamp(min=1)
 
 
 def _clip(accelerator: Any, model: nn.Module, grad_clip: float) -> Tensor:

@@ -1,24 +1,30 @@
 """The supervisor that runs *inside* each sandbox (stdlib only; never imports this project).
 
-It is started once per worker as ``python3 -I -c <this source> <config json>`` and then serves one
-request at a time over the control socket inherited as fd 3:
+It is started once per worker as ``python3 -I -c <this source> <config json> <_zygote_os.py source>``
+and then serves one request at a time over the control socket inherited as fd 3:
 
-    host -> zygote   JSON {"limits": {...}}  + 4 fds [code memfd, stdin memfd, stdout pipe, stderr pipe]
-    zygote -> host   JSON {"rc", "signal", "memory", "cpu_time"}  once the run *and its cleanup* are done
+    host -> zygote   JSON {"id", "limits", "language"} + 4 fds [code memfd, stdin memfd, stdout, stderr]
+    zygote -> host   JSON {"id", "rc", "signal", "cpu_time", "exited", "note", "cleanup_s"} once the
+                     run *and its cleanup* are done ("id" echoes the request's: the host refuses any other)
+
+User code never runs in this process and never holds the control socket, so it cannot forge a reply;
+the reply says only what this supervisor observed (the wait status, the CPU time, what it killed).
+This process ignores every signal it can (a namespace's PID 1 only receives signals it handles, so
+code inside cannot kill, stop or interrupt it) and is non-dumpable (no ptrace, no /proc/1/fd).
 
 Two modes:
 
 - ``fork``: every request forks a fresh child from this warm interpreter (no interpreter start per
   run). The child drops to the request's rlimits, points fds 0/1/2 at the request's stdin/stdout/stderr
   and runs the code as ``__main__``. State never leaks between runs: each child is a new process.
-- ``session``: the code runs in *this* process, in one persistent namespace (a notebook kernel), so a
-  variable defined by one request is visible in the next.
+- ``session``: a *kernel* process, forked once, runs every cell in one persistent namespace (a
+  notebook kernel). This supervisor sets the kernel's limits from outside (``prlimit``), hands it each
+  cell, stops it (SIGSTOP) as soon as the cell ends, so no thread, timer or handler of the cell runs
+  between cells, kills every other process, and restarts nothing: a cell that leaves a thread alive
+  ends the kernel ("exited" in the reply) and the next cell starts an empty session.
 
-After every run, every other process in the sandbox is killed (``kill(-1, SIGKILL)`` as PID 1 of the
-sandbox's PID namespace, or the child's process group in the weaker subprocess mode) and reaped, and
-the private ``/tmp`` is emptied, before the reply is sent. Under bubblewrap this process is PID 1 of
-its PID namespace, so code inside cannot kill or stop it (the kernel drops such signals to a
-namespace init), and it is marked non-dumpable, so code cannot ptrace it or open its fds.
+After every run every other process in the sandbox is killed and reaped, and in fork mode the
+private ``/tmp`` (and ``/dev/shm``, the POSIX message queues and SysV IPC) is emptied before the reply.
 """
 
 import ast
@@ -31,6 +37,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 
 CONFIG = json.loads(sys.argv[1])
 CTRL_FD = CONFIG["ctrl_fd"]
@@ -42,6 +49,10 @@ RLIMITS = {
     "fsize_mb": (resource.RLIMIT_FSIZE, 1 << 20),
     "nofile": (resource.RLIMIT_NOFILE, 1),
 }
+OS = types.ModuleType("sandbox_os")  # _zygote_os.py, passed as argv[2] (the sandbox cannot import files)
+exec(compile(sys.argv[2], "_zygote_os.py", "exec"), OS.__dict__)  # noqa: S102 - our own source
+SHIELDED = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
+ORIGINAL_HANDLERS = {}
 for _name in CONFIG.get("preload", []):  # warm the modules snippets use most, once per worker
     try:
         __import__(_name)
@@ -49,29 +60,59 @@ for _name in CONFIG.get("preload", []):  # warm the modules snippets use most, o
         pass
 
 
-def _set_limits(limits, session, first=False):
-    """Apply the request's rlimits.
+def _shield():
+    """Ignore the signals code could use to interrupt or kill this supervisor (remembering the handlers).
 
-    A forked run gets them as hard limits (the code cannot raise them). A session keeps one process for
-    all its cells: its first cell fixes the hard limits (so a cell can never lift its own memory cap;
-    later cells may only ask for less), and CPU time, which accumulates, stays a soft limit counted
-    from the time used so far (the wall clock is the real bound there).
+    As PID 1 of its own PID namespace (bwrap) it only receives signals it handles, so only the ones
+    with a Python handler (SIGINT) need ignoring there; without that namespace every catchable one.
     """
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    shielded = SHIELDED if not CONFIG["pid_namespace"] else \
+        [sig for sig in SHIELDED if callable(signal.getsignal(sig))]
+    for sig in shielded:
+        try:
+            ORIGINAL_HANDLERS[sig] = signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
+
+
+def _unshield():
+    """Give a process that runs user code the handlers a plain ``python3`` has."""
+    for sig, handler in ORIGINAL_HANDLERS.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def _apply_limits(pid, limits, session=False, first=False):
+    """Set the request's rlimits on ``pid`` (0: this process) with ``prlimit``.
+
+    A forked run gets them as hard limits (the code cannot raise them). A session kernel keeps one
+    process for all its cells: its first cell fixes the hard limits (so a cell can never lift its own
+    memory cap; later cells may only ask for less), and CPU time, which accumulates, stays a soft
+    limit counted from the time used so far (the wall clock is the real bound there).
+    """
+    resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
     for key, (which, unit) in RLIMITS.items():
         value = limits.get(key)
         if value is None:
             continue
         value = int(value * unit)
-        ceiling = resource.getrlimit(which)[1]
+        ceiling = resource.prlimit(pid, which)[1]
         if which == resource.RLIMIT_CPU and session:
-            used = resource.getrusage(resource.RUSAGE_SELF)
-            value += int(used.ru_utime + used.ru_stime)
+            value += int(_cpu_seconds(pid))
         elif not session or first:
             ceiling = value
         if ceiling != resource.RLIM_INFINITY:
             value = min(value, ceiling)
-        resource.setrlimit(which, (value, ceiling))
+        resource.prlimit(pid, which, (value, ceiling))
+
+
+def _cpu_seconds(pid):
+    """User + system CPU seconds ``pid`` has used, read from /proc (observed, not reported by it)."""
+    with open(f"/proc/{pid or os.getpid()}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _exit_code(exc):
@@ -85,17 +126,21 @@ def _exit_code(exc):
     return 1
 
 
-def _report(exc, flag_fd):
-    """Print a traceback as CPython would (without this supervisor's frame) and flag memory errors."""
-    if isinstance(exc, MemoryError) and flag_fd is not None:
-        try:
-            os.write(flag_fd, b"M")
-        except OSError:
-            pass
+def _report(exc):
+    """Print a traceback as CPython would (without this supervisor's frame).
+
+    An uncaught MemoryError must end with its ``MemoryError`` line even when printing the traceback
+    itself runs out of memory: the host reads that line (see ``worker._is_memory_error``).
+    """
     try:
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
-    except BaseException:  # noqa: BLE001 - out of memory while printing: the flag already says why
-        pass
+    except BaseException:  # noqa: BLE001 - out of memory while printing
+        if isinstance(exc, MemoryError):
+            _flush()
+            try:
+                os.write(2, b"\nMemoryError\n")
+            except OSError:
+                pass
 
 
 def _compile_cell(source, filename, display):
@@ -114,7 +159,7 @@ def _display(value):
         print(repr(value))
 
 
-def _execute(source, namespace, filename, flag_fd, display):
+def _execute(source, namespace, filename, display):
     """Run ``source`` in ``namespace`` and return the exit code CPython would give."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
@@ -123,7 +168,7 @@ def _execute(source, namespace, filename, flag_fd, display):
     except SystemExit as exc:
         return _exit_code(exc)
     except BaseException as exc:  # noqa: BLE001 - user code may raise anything
-        _report(exc, flag_fd)
+        _report(exc)
         return 1
 
 
@@ -151,12 +196,13 @@ def _fresh_cwd():
     os.chdir(WORKDIR)
 
 
-def _child(request, code, fds, flag_w, ctrl):
+def _child(request, code, fds, ctrl):
     """Forked child: drop to the limits, bind stdio, run the program, exit. Never returns."""
     rc = 1
     try:
         ctrl.close()
         os.setpgid(0, 0)
+        _unshield()
         _fresh_cwd()
         bash = request.get("language") == "bash"
         path = os.path.join(WORKDIR, "main.sh" if bash else "main.py")
@@ -165,35 +211,88 @@ def _child(request, code, fds, flag_w, ctrl):
         _bind_stdio(fds[1], fds[2], fds[3])
         for fd in fds:
             os.close(fd)
-        _set_limits(request["limits"], session=False)
+        _apply_limits(0, request["limits"])
         if bash:
             os.execv("/bin/bash", ["bash", path])
         sys.argv = [path]
         sys.path.insert(0, WORKDIR)
         namespace = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
-        rc = _execute(code, namespace, path, flag_w, display=False)
+        rc = _execute(code, namespace, path, display=False)
         _flush()
     finally:
         os._exit(rc)
 
 
-def _reap_all():
+def _reap_all(keep=None):
+    """Reap every exited child, except ``keep`` (the session kernel: its status is read on purpose)."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if info is None or info.si_pid == keep:
+            return
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
             return
 
 
-def _others():
-    me = os.getpid()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (me, 1)]
+def _stat(pid):
+    """(state, pgid) of ``pid`` from /proc, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[2])
 
 
-def _kill_everything_else(child_pgid, empty_tmp=True):
-    """Kill and reap every process this run left behind, then empty the private /tmp (fork mode)."""
+def _strays(keep, group):
+    """Live processes a run may have left, except us and ``keep``.
+
+    Everyone in our own PID namespace or uid; in the weak non-root subprocess mode only the members
+    of process group ``group``.
+    """
+    me, uid, found = os.getpid(), os.getuid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (me, 1, keep):
+            continue
+        stat = _stat(entry)
+        if stat is None or stat[0] in "ZX":
+            continue
+        if CONFIG["pid_namespace"] or (CONFIG["kill_all"] and _owner(entry) == uid) or stat[1] == group:
+            found.append(int(entry))
+    return found
+
+
+def _owner(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _kill_strays(keep, group):
+    """SIGKILL and reap every stray until none is left (5 s at most); False if some survived."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        strays = _strays(keep, group)
+        if not strays:
+            return True
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap_all(keep)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+
+
+def _kill_everything_else(child_pgid):
+    """Kill and reap every process this run left behind, then empty the writable places (fork mode)."""
     if CONFIG["kill_all"]:  # PID 1 of our own namespace (or a uid nobody else uses)
         deadline = time.monotonic() + 5.0
         while True:
@@ -212,40 +311,21 @@ def _kill_everything_else(child_pgid, empty_tmp=True):
         except (ProcessLookupError, PermissionError):
             pass
         _reap_all()
-    if empty_tmp:
-        _empty_dir(CONFIG["tmp"])
-        if CONFIG["pid_namespace"]:  # our own IPC namespace and /dev/shm: nothing may outlive the run
-            _empty_dir("/dev/shm")
-            _remove_sysv_ipc()
+    _empty_writable()
 
 
-def _empty_dir(path):
-    """Remove everything under ``path`` (chmod first: the program may have made dirs read-only)."""
-    for root, dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            _quiet(os.unlink, os.path.join(root, name))
-        for name in dirs:
-            full = os.path.join(root, name)
-            if os.path.islink(full):
-                _quiet(os.unlink, full)
-            else:
-                _quiet(os.chmod, full, 0o700)
-                _quiet(os.rmdir, full)
-    if any(os.scandir(path)):  # something survived (a read-only dir walked before its chmod): retry once
-        for root, dirs, _ in os.walk(path):
-            for name in dirs:
-                _quiet(os.chmod, os.path.join(root, name), 0o700)
-        for root, dirs, files in os.walk(path, topdown=False):
-            for name in files + dirs:
-                full = os.path.join(root, name)
-                _quiet(os.rmdir if os.path.isdir(full) and not os.path.islink(full) else os.unlink, full)
+def _others():
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (me, 1)]
 
 
-def _quiet(fn, *args):
-    try:
-        fn(*args)
-    except OSError:
-        pass
+def _empty_writable():
+    OS.empty_dir(CONFIG["tmp"])
+    if CONFIG["pid_namespace"]:  # our own IPC namespace, /dev/shm and key rings: nothing outlives the run
+        OS.empty_dir("/dev/shm")
+        OS.empty_dir("/dev/mqueue")
+        OS.remove_sysv_ipc()
+        OS.restore_keyrings()
 
 
 def _read_memfd(fd):
@@ -259,103 +339,174 @@ def _read_memfd(fd):
 
 
 def _serve_fork(request, code, fds, ctrl):
-    flag_r, flag_w = os.pipe()
-    os.set_blocking(flag_r, False)
     pid = os.fork()
     if pid == 0:
-        os.close(flag_r)
-        _child(request, code, fds, flag_w, ctrl)
+        _child(request, code, fds, ctrl)
     for fd in fds:
         os.close(fd)
-    os.close(flag_w)
     _, status, usage = os.wait4(pid, 0)
-    try:
-        memory = os.read(flag_r, 1) == b"M"
-    except BlockingIOError:
-        memory = False
-    os.close(flag_r)
+    start = time.perf_counter()
     _kill_everything_else(pid)
-    return status, memory, usage.ru_utime + usage.ru_stime
+    return {"status": status, "cpu_time": usage.ru_utime + usage.ru_stime,
+            "cleanup_s": time.perf_counter() - start}
 
 
-class _Session:
-    """State of the persistent interpreter in ``session`` mode."""
+def _kernel_main(sock):
+    """The session kernel: run each cell it is handed in one namespace. Never returns.
 
-    def __init__(self):
-        self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-        self.cells = 0
-        _fresh_cwd()
-        sys.path.insert(0, WORKDIR)
-
-    def serve(self, request, code, fds):
-        self.cells += 1
+    Everything here is reachable by the cells (they run in this process), so nothing it sends is
+    trusted: the supervisor only takes the exit code from it, and only with the cell's token.
+    """
+    _unshield()
+    os.setpgid(0, 0)
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__sandbox_display__": _display}
+    _fresh_cwd()
+    sys.path.insert(0, WORKDIR)
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 4)
+        if not message:
+            os._exit(0)
+        cell = json.loads(message)
+        code = _read_memfd(fds[0]).decode("utf-8", "replace")
+        _reap_all()  # children the previous cell left (the supervisor killed them)
         saved = [os.dup(fd) for fd in (0, 1, 2)]
-        flag_r, flag_w = os.pipe()
-        os.set_blocking(flag_r, False)
-        before = resource.getrusage(resource.RUSAGE_SELF)
         _bind_stdio(fds[1], fds[2], fds[3])
         for fd in fds:
             os.close(fd)
-        _set_limits(request["limits"], session=True, first=self.cells == 1)
-        rc = _execute(code, self.namespace, f"<cell {self.cells}>", flag_w, display=True)
+        rc = _execute(code, namespace, f"<cell {cell['cell']}>", display=True)
         _flush()
-        after = resource.getrusage(resource.RUSAGE_SELF)
         for fd, copy in zip((0, 1, 2), saved, strict=True):
             os.dup2(copy, fd)
             os.close(copy)
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+        namespace["__sandbox_display__"] = _display
+        sock.sendall(json.dumps({"token": cell["token"], "rc": rc}).encode())
+
+
+class _Session:
+    """The supervisor's side of a session: the kernel process and how to run one cell in it."""
+
+    def __init__(self, ctrl):
+        self.cells = 0
+        self.status = None
+        """The kernel's wait status once it has been reaped."""
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                ctrl.close()
+                self.sock.close()
+                _kernel_main(theirs)
+            finally:
+                os._exit(70)
+        theirs.close()
+        OS.quiet(os.setpgid, self.pid, self.pid)
+        os.kill(self.pid, signal.SIGSTOP)  # frozen until its first cell
+
+    def serve(self, request, code, fds):
+        self.cells += 1
+        token = os.urandom(16).hex()
+        before = _cpu_seconds(self.pid)
+        _apply_limits(self.pid, request["limits"], session=True, first=self.cells == 1)
+        os.kill(self.pid, signal.SIGCONT)
         try:
-            memory = os.read(flag_r, 1) == b"M"
-        except BlockingIOError:
-            memory = False
-        os.close(flag_r)
-        os.close(flag_w)
-        self.namespace["__sandbox_display__"] = _display
-        _kill_everything_else(None, empty_tmp=False)
-        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        return rc << 8, memory, cpu
-
-
-_IPC = (("shm", "shmctl", 1), ("sem", "semctl", 1), ("msg", "msgctl", 1))  # (file, call, id column)
-
-
-def _remove_sysv_ipc():
-    """Delete the SysV shared memory, semaphores and queues a run left in this IPC namespace."""
-    for kind, call, column in _IPC:
-        try:
-            with open(f"/proc/sysvipc/{kind}") as fh:
-                ids = [int(line.split()[column]) for line in fh.readlines()[1:] if line.strip()]
+            socket.send_fds(self.sock, [json.dumps({"cell": self.cells, "token": token}).encode()], fds)
         except OSError:
-            continue
-        if ids:
-            import ctypes
+            pass  # the kernel is gone: _await tells how it ended
+        for fd in fds:
+            os.close(fd)
+        rc = self._await(token)
+        cpu = max(0.0, _cpu_seconds(self.pid) - before) if rc is not None else 0.0
+        if rc is None:
+            return self._ended(cpu)
+        self._threads(settle_s=0.2)  # a thread the cell joined may still be leaving the kernel's task list
+        stopped = self._freeze()
+        threads = self._threads() if stopped else 0
+        cleared = _kill_strays(self.pid, self.pid)
+        if not stopped:
+            return self._ended(cpu)
+        if threads > 1 or not cleared:
+            why = "left threads running" if threads > 1 else "left processes that could not be killed"
+            self._kill()
+            return {"status": rc << 8, "cpu_time": cpu, "exited": True,
+                    "note": f"the cell {why}, so the session was ended"}
+        return {"status": rc << 8, "cpu_time": cpu}
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            for ident in ids:
-                if kind == "sem":
-                    libc.semctl(ident, 0, 0)  # IPC_RMID = 0
-                else:
-                    getattr(libc, call)(ident, 0, None)
+    def _await(self, token):
+        """The cell's exit code from the kernel, or None when the kernel ended (EOF)."""
+        while True:
+            try:
+                message = self.sock.recv(1 << 16)
+            except OSError:
+                return None
+            if not message:
+                return None
+            try:
+                reply = json.loads(message)
+            except ValueError:
+                continue
+            if isinstance(reply, dict) and reply.get("token") == token and isinstance(reply.get("rc"), int):
+                return reply["rc"] & 0xFF
+
+    def _threads(self, settle_s=0.0):
+        """Threads of the kernel (waiting up to ``settle_s`` for it to drop to one)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                count = len(os.listdir(f"/proc/{self.pid}/task"))
+            except OSError:
+                return 0
+            if count <= 1 or time.monotonic() >= deadline:
+                return count
+            time.sleep(0.001)
+
+    def _freeze(self):
+        """SIGSTOP the kernel and wait until it is stopped; False when it died instead."""
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+            _, status = os.waitpid(self.pid, os.WUNTRACED)
+        except (ProcessLookupError, ChildProcessError):
+            return False
+        if os.WIFSTOPPED(status):
+            return True
+        self.status = status
+        return False
+
+    def _kill(self):
+        """SIGKILL the kernel (a no-op once it is exiting: its own status is kept) and reap it."""
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                self.status = os.waitpid(self.pid, 0)[1]
+            except (ProcessLookupError, ChildProcessError):
+                self.status = 1 << 8
+        _kill_strays(None, self.pid)
+
+    def _ended(self, cpu):
+        """The kernel ended (os._exit, a fatal signal) or dropped its channel: report its wait status."""
+        self._kill()
+        return {"status": self.status, "cpu_time": cpu, "exited": True, "note": "the interpreter exited"}
 
 
-def _non_dumpable():
-    """Forbid ptrace and /proc/<pid>/fd access to this process by the code it runs (best effort)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except Exception:  # noqa: BLE001
-        pass
+def _reply(request, outcome):
+    status = outcome["status"]
+    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    rc = -signum if signum else os.WEXITSTATUS(status)
+    return {"id": request.get("id"), "rc": rc, "signal": signum, "cpu_time": outcome["cpu_time"],
+            "exited": outcome.get("exited", False), "note": outcome.get("note", ""),
+            "cleanup_s": outcome.get("cleanup_s", 0.0)}
 
 
 def main():
     """Serve requests until the host closes the control socket."""
     ctrl = socket.socket(fileno=CTRL_FD)
+    _shield()
     if CONFIG["pid_namespace"]:
-        _non_dumpable()
-    session = _Session() if CONFIG["mode"] == "session" else None
-    if session:
-        session.namespace["__sandbox_display__"] = _display
+        OS.private_mounts(CONFIG["mounts"])
+        OS.drop_capabilities()
+        OS.non_dumpable()
+        OS.restore_keyrings()  # records the pristine links
+    session = _Session(ctrl) if CONFIG["mode"] == "session" else None
     ctrl.sendall(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 4)
@@ -364,12 +515,12 @@ def main():
         request = json.loads(message)
         code = _read_memfd(fds[0]).decode("utf-8", "replace")
         if session:
-            status, memory, cpu = session.serve(request, code, fds)
+            outcome = session.serve(request, code, fds)
         else:
-            status, memory, cpu = _serve_fork(request, code, fds, ctrl)
-        signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        rc = -signum if signum else os.WEXITSTATUS(status)
-        ctrl.sendall(json.dumps({"rc": rc, "signal": signum, "memory": memory, "cpu_time": cpu}).encode())
+            outcome = _serve_fork(request, code, fds, ctrl)
+        ctrl.sendall(json.dumps(_reply(request, outcome)).encode())
+        if outcome.get("exited"):
+            return
 
 
 main()

@@ -25,6 +25,7 @@ from sandbox_fusion import RunCodeRequest, RunCodeResponse
 from sandbox_fusion.async_client import run_code as run_code_async
 
 from envs.sandbox.fusion_session import FusionSession
+from envs.sandbox.limits import check_memory, check_timeout
 from envs.sandbox.result import RunResult, RunStatus
 
 _RETRYABLE_HTTP = ("code 5", "Sandbox responded with error")
@@ -72,6 +73,7 @@ class FusionSandbox:
         """Run ``code`` on the server; arguments and statuses as in `LocalSandbox.run`."""
         if self._closed:
             raise RuntimeError("this FusionSandbox is closed; create a new one.")
+        timeout, memory_mb = check_timeout(timeout), check_memory(memory_mb)
         request = _Request(code=code, language=language, run_timeout=timeout, compile_timeout=timeout,
                            stdin=stdin or None, memory_limit_MB=memory_mb)
         return asyncio.run_coroutine_threadsafe(self._run(request, timeout), self._loop).result()

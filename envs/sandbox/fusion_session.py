@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from envs.sandbox.result import RunResult, RunStatus
 
-if TYPE_CHECKING:
-    from envs.sandbox.fusion import FusionSandbox
+
+class Runner(Protocol):
+    """What a `FusionSession` needs from its sandbox: ``run`` (a `FusionSandbox`, or any backend)."""
+
+    def run(self, code: str, *, timeout: float = ..., memory_mb: int = ...) -> RunResult:
+        """Run one program; see `LocalSandbox.run`."""
+        ...
 
 _PRELUDE = '''\
 import ast as _sb_ast, io as _sb_io, os as _sb_os, sys as _sb_sys
@@ -50,7 +55,7 @@ def _sb_show(_sb_value):
 class FusionSession:
     """Emulated persistent interpreter over `FusionSandbox` (see the module docstring)."""
 
-    def __init__(self, sandbox: FusionSandbox):
+    def __init__(self, sandbox: Runner):
         self._sandbox = sandbox
         self._cells: list[tuple[str, str]] = []
         self._lock = threading.Lock()

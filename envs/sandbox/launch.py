@@ -15,6 +15,8 @@ SANDBOX_TMP = "/tmp"
 """The private writable directory inside a bubblewrap sandbox (a fresh tmpfs per worker)."""
 SHM_SIZE_MB = 64
 """Size cap of the sandbox's private /dev/shm tmpfs (POSIX shared memory, multiprocessing locks)."""
+SHM_INODES = 1024
+"""Files (inodes) the private /dev/shm holds at most."""
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": SANDBOX_TMP,
@@ -32,6 +34,7 @@ INSTALL_HINT = (
     "on Fedora), or opt in to the weaker, unisolated mode with LocalSandbox(isolation=\"subprocess\")."
 )
 _ZYGOTE = pathlib.Path(__file__).with_name("_zygote.py")
+_ZYGOTE_OS = pathlib.Path(__file__).with_name("_zygote_os.py")
 
 
 class IsolationUnavailable(RuntimeError):
@@ -44,15 +47,17 @@ def bwrap_problem() -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:
         return "`bwrap` is not on PATH."
-    probe = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+    probe = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-add", "CAP_SYS_ADMIN",
+             "--die-with-parent", "--ro-bind", "/usr", "/usr",
              *_usr_merge_links(), "--proc", "/proc", "--dev", "/dev", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20,
                               **_as_user(_probe_uid()))
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"`bwrap` failed to start: {err}"
-    if done.returncode != 0:
-        return f"`bwrap` cannot create namespaces here: {done.stderr.strip()}"
+    if done.returncode != 0:  # e.g. bubblewrap < 0.8 has no --disable-userns
+        return f"`bwrap` cannot create the sandbox's namespaces here (bubblewrap >= 0.8 needed): " \
+               f"{done.stderr.strip()}"
     return None
 
 
@@ -110,6 +115,8 @@ class WorkerSpec:
     """Host uid the worker runs as (root hosts give each worker its own unused uid); None keeps ours."""
     tmp_size_mb: int
     """Size cap of the private /tmp tmpfs (bwrap)."""
+    tmp_inodes: int = 8192
+    """Files and directories the private /tmp holds at most (bwrap): an inode flood is refused (ENOSPC)."""
     workdir: str
     """The private writable directory; the code's cwd is a fresh ``work`` directory inside it."""
     ro_binds: tuple[str, ...] = ()
@@ -124,11 +131,14 @@ class WorkerSpec:
             "ctrl_fd": ctrl_fd, "preload": list(self.preload),
             "pid_namespace": self.isolation == "bwrap",
             "kill_all": self.isolation == "bwrap" or self.uid is not None,
+            "mounts": [[SANDBOX_TMP, self.tmp_size_mb << 20, self.tmp_inodes],
+                       ["/dev/shm", SHM_SIZE_MB << 20, SHM_INODES]] if self.isolation == "bwrap" else [],
         })
 
     def argv(self, ctrl_fd: int, info_fd: int | None) -> list[str]:
         """Command line of the worker; ``info_fd`` receives bwrap's JSON with the sandbox's pid."""
-        interp = [self.python, "-I", "-c", _ZYGOTE.read_text(), self.config_json(ctrl_fd)]
+        interp = [self.python, "-I", "-c", _ZYGOTE.read_text(), self.config_json(ctrl_fd),
+                  _ZYGOTE_OS.read_text()]
         if self.isolation != "bwrap":
             return interp
         binds: list[str] = []
@@ -140,10 +150,17 @@ class WorkerSpec:
         for key, value in SANDBOX_ENV.items():
             env += ["--setenv", key, value]
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-        return [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                "--as-pid-1", *binds, *_usr_merge_links(),
+        # The supervisor mounts its own size- and inode-capped tmpfs over /tmp and /dev/shm (bwrap cannot
+        # cap inodes) with CAP_SYS_ADMIN in the sandbox's user namespace, then drops every capability
+        # (CAP_SETPCAP empties the bounding set) before it serves a request; /dev is read-only; no
+        # nested user namespace can be created.
+        return [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+                "--die-with-parent", "--new-session", "--as-pid-1",
+                "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+                *binds, *_usr_merge_links(),
                 "--size", str(self.tmp_size_mb << 20), "--tmpfs", SANDBOX_TMP,
                 "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_SIZE_MB << 20), "--tmpfs", "/dev/shm",
+                "--mqueue", "/dev/mqueue", "--remount-ro", "/dev",
                 "--chdir", SANDBOX_TMP, "--clearenv", *env,
                 "--hostname", "sandbox", "--remount-ro", "/", *info, *interp]
 

@@ -23,12 +23,14 @@ import itertools
 import logging
 import math
 import os
+import shutil
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
 from envs.sandbox.launch import SANDBOX_TMP, WorkerSpec, resolve_isolation
+from envs.sandbox.limits import check_memory, check_timeout
 from envs.sandbox.pool import SpareWorkers, Spawner, WorkerPool
 from envs.sandbox.result import RunResult, RunStatus
 from envs.sandbox.session import LocalSession
@@ -81,12 +83,14 @@ class LocalSandboxConfig:
     """RLIMIT_NOFILE."""
     tmp_size_mb: int = 256
     """Size cap of the private /tmp of each bubblewrap worker."""
+    tmp_inodes: int = 8192
+    """Files and directories the private /tmp of a bubblewrap worker holds at most (more: ENOSPC)."""
 
     def __post_init__(self) -> None:
         if self.spare_sessions < 0:
             raise ValueError(f"spare_sessions={self.spare_sessions} must be >= 0.")
         for name in ("max_sessions", "output_limit_bytes", "max_processes", "max_file_mb",
-                     "max_open_files", "tmp_size_mb"):
+                     "max_open_files", "tmp_size_mb", "tmp_inodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1.")
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -151,7 +155,8 @@ class LocalSandbox:
             with self._lock:
                 self._tmpdirs.append(workdir)
         spec = WorkerSpec(isolation=self.isolation, mode=mode, python=self.config.python or _python_default(),
-                          uid=uid, tmp_size_mb=self.config.tmp_size_mb, workdir=workdir,
+                          uid=uid, tmp_size_mb=self.config.tmp_size_mb, tmp_inodes=self.config.tmp_inodes,
+                          workdir=workdir,
                           ro_binds=self.config.ro_binds,
                           preload=self.config.preload if self.config.warm or mode == "session" else ())
         return Worker(spec)
@@ -167,14 +172,15 @@ class LocalSandbox:
 
     @staticmethod
     def check_args(language: str, timeout: float, memory_mb: int) -> None:
-        """Raise ValueError naming the bad argument (a caller's mistake, not the code's)."""
+        """Raise ValueError naming the bad argument (a caller's mistake, not the code's).
+
+        Bounds (`envs.sandbox.limits`): 0 < timeout <= 3600 s, 16 <= memory_mb <= 65536 (an int).
+        """
         if language not in LANGUAGES:
             raise ValueError(f"language={language!r} is not supported by LocalSandbox; "
                              f"use one of {LANGUAGES}.")
-        if not timeout > 0:
-            raise ValueError(f"timeout={timeout} must be > 0 seconds.")
-        if memory_mb < 16:
-            raise ValueError(f"memory_mb={memory_mb} must be >= 16 (the interpreter itself needs ~10 MB).")
+        check_timeout(timeout)
+        check_memory(memory_mb)
 
     # ---- public API ---------------------------------------------------------------------------
     def run(self, code: str, *, language: str = "python", timeout: float = 10.0, memory_mb: int = 1024,
@@ -227,7 +233,8 @@ class LocalSandbox:
                     f"max_sessions={self.config.max_sessions} sessions are open and none was closed within "
                     f"{self.config.session_wait_s}s; close() finished sessions or raise the cap with "
                     f"reserve_sessions(n) / set_max_sessions(n) (rollout.max_live_episodes chunks episodes).")
-            session = LocalSession(self, on_close=self._session_closed)
+            session = LocalSession(spawn=self._spawn_session_worker, limits=self.limits,
+                                   output_limit=self.config.output_limit_bytes, on_close=self._session_closed)
             self._sessions.add(session)
         return session
 
@@ -316,8 +323,6 @@ class LocalSandbox:
 
 
 def _rmtree_quiet(path: str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
+from envs.sandbox.limits import check_memory, check_timeout
 from envs.sandbox.result import RunResult, RunStatus
-from envs.sandbox.worker import SandboxStartError
-
-if TYPE_CHECKING:
-    from envs.sandbox.local import LocalSandbox
-    from envs.sandbox.worker import Worker
+from envs.sandbox.worker import SandboxStartError, Worker
 
 
 class LocalSession:
     """A persistent interpreter (obtain it with `LocalSandbox.session()`); calls are serialised."""
 
-    def __init__(self, sandbox: LocalSandbox, on_close: Callable[[LocalSession], None]):
-        self._sandbox = sandbox
+    def __init__(self, *, spawn: Callable[[], Worker], limits: Callable[..., dict], output_limit: int,
+                 on_close: Callable[[LocalSession], None]):
+        """Wire a session to its sandbox without importing it.
+
+        Args:
+            spawn: starts a session interpreter (a spare one when ready).
+            limits: ``limits(timeout=, memory_mb=)`` -> the rlimits of a cell.
+            output_limit: bytes kept per stream.
+            on_close: frees the session's slot.
+        """
+        self._spawn, self._limits, self._output_limit = spawn, limits, output_limit
         self._on_close = on_close
         self._worker: Worker | None = None
         self._lock = threading.Lock()
@@ -35,7 +41,8 @@ class LocalSession:
 
     def run(self, code: str, *, timeout: float = 10.0, memory_mb: int = 1024, stdin: str = "") -> RunResult:
         """Run one cell in the persistent namespace; arguments and statuses as in `LocalSandbox.run`."""
-        self._sandbox.check_args("python", timeout, memory_mb)
+        check_timeout(timeout)
+        check_memory(memory_mb)
         with self._lock:
             if self.closed:
                 raise RuntimeError("this session is closed; open a new one with sandbox.session().")
@@ -44,14 +51,14 @@ class LocalSession:
                     self.restarts += 1
                     self._worker.kill()
                 try:
-                    self._worker = self._sandbox._spawn_session_worker()
+                    self._worker = self._spawn()
                 except SandboxStartError as err:
                     self._worker = None
                     return RunResult(status=RunStatus.SandboxError, stdout="", stderr=f"[sandbox] {err}",
                                      return_code=None, wall_time=0.0)
             result = self._worker.run(code, stdin=stdin, timeout=timeout,
-                                      limits=self._sandbox.limits(timeout=timeout, memory_mb=memory_mb),
-                                      output_limit=self._sandbox.config.output_limit_bytes)
+                                      limits=self._limits(timeout=timeout, memory_mb=memory_mb),
+                                      output_limit=self._output_limit)
             if result.status is RunStatus.TimeLimitExceeded and not self._worker.alive:
                 result = _with_note(result, "[sandbox] the time limit killed the session; "
                                             "the next call starts an empty one.")
@@ -76,7 +83,5 @@ class LocalSession:
 
 
 def _with_note(result: RunResult, note: str) -> RunResult:
-    from dataclasses import replace
-
     stderr = f"{result.stderr}\n{note}" if result.stderr else note
     return replace(result, stderr=stderr)

@@ -32,19 +32,25 @@ class SandboxStartError(RuntimeError):
     """A worker process could not be started (a fault of the sandbox, not of user code)."""
 
 
+TAIL_BYTES = 4096
+"""Bytes of each stream's end kept even past the cap (the status reads stderr's last line)."""
+
+
 @dataclass
 class _Capped:
-    """An output buffer that keeps the first ``limit`` bytes and counts the rest."""
+    """An output buffer that keeps the first ``limit`` bytes (and the last TAIL_BYTES) and counts the rest."""
 
     limit: int
     data: bytearray
     total: int = 0
+    tail: bytes = b""
 
     def feed(self, chunk: bytes) -> None:
         room = self.limit - len(self.data)
         if room > 0:
             self.data += chunk[:room]
         self.total += len(chunk)
+        self.tail = (self.tail + chunk)[-TAIL_BYTES:]
 
     @property
     def truncated(self) -> bool:
@@ -72,6 +78,10 @@ class Worker:
         """
         self.spec = spec
         self.runs = 0
+        self._next_id = 1
+        """Id of the next request; the supervisor echoes it in its reply."""
+        self.cleanup_s = 0.0
+        """Seconds the supervisor spent killing leftovers and emptying /tmp, /dev/shm, IPC after runs."""
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_r, info_w = os.pipe() if spec.isolation == "bwrap" else (None, None)
         fds = [child.fileno()] + ([info_w] if info_w is not None else [])
@@ -116,16 +126,30 @@ class Worker:
 
     def run(self, code: str, *, stdin: str, limits: dict, timeout: float, output_limit: int,
             language: str = "python") -> RunResult:
-        """Run one program; see ``LocalSandbox.run``. The worker is dead afterwards on timeout/crash."""
+        """Run one program; see ``LocalSandbox.run``. The worker is dead afterwards on timeout/crash.
+
+        A run that does not complete normally (the caller is interrupted, anything raises here) kills
+        the worker before the error propagates: a worker whose reply is still in flight must never
+        serve another request.
+        """
         self.runs += 1
+        request_id, self._next_id = self._next_id, self._next_id + 1
+        try:
+            return self._run(request_id, code, stdin, limits, timeout, output_limit, language)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _run(self, request_id: int, code: str, stdin: str, limits: dict, timeout: float, output_limit: int,
+             language: str) -> RunResult:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         sent = [_memfd("code", code.encode("utf-8", "surrogatepass")),
                 _memfd("stdin", stdin.encode("utf-8", "surrogatepass")), out_w, err_w]
         start = time.monotonic()
+        request = {"id": request_id, "limits": limits, "language": language}
         try:
-            socket.send_fds(self._sock, [json.dumps({"limits": limits, "language": language}).encode()],
-                            sent)
+            socket.send_fds(self._sock, [json.dumps(request).encode()], sent)
         except OSError as err:
             for fd in (*sent, out_r, err_r):
                 os.close(fd)
@@ -136,6 +160,10 @@ class Worker:
         out, err = _Capped(output_limit, bytearray()), _Capped(output_limit, bytearray())
         reply, timed_out = self._collect({out_r: out, err_r: err}, start + timeout)
         wall = time.monotonic() - start
+        if reply is not None and not timed_out and reply.get("id") != request_id:
+            self.kill()  # out of step: this reply belongs to another request; never report it
+            return _fault(f"[sandbox] reply for request {reply.get('id')!r} arrived for request "
+                          f"{request_id}; the worker was retired", wall)
         return self._result(reply, timed_out, out, err, wall)
 
     def _collect(self, streams: dict[int, _Capped], deadline: float) -> tuple[dict | None, bool]:
@@ -158,8 +186,7 @@ class Worker:
                     continue
                 for key, _ in sel.select(remaining):
                     if key.fileobj is self._sock:
-                        message = self._sock.recv(65536)
-                        reply = json.loads(message) if message else None
+                        reply = _decode_reply(self._sock.recv(65536))
                         waiting_reply = False
                         self._unregister(sel, self._sock)
                         continue
@@ -191,33 +218,32 @@ class Worker:
         if timed_out:
             return RunResult(status=RunStatus.TimeLimitExceeded, stderr=err.text(), return_code=None,
                              **common)
-        if reply is None:  # the supervisor itself ended
+        if reply is None:  # the supervisor itself ended: code cannot do that, so it is our fault
             return self._supervisor_died(err.text(), common)
-        if reply["memory"]:
-            status = RunStatus.MemoryLimitExceeded
-        elif reply["signal"] == signal.SIGXCPU:
+        stderr = err.text()
+        self.cleanup_s += float(reply.get("cleanup_s") or 0.0)
+        if reply.get("exited"):  # a session's kernel ended: the next cell starts an empty session
+            self.kill()
+            stderr = _join(stderr, f"[sandbox] {reply.get('note') or 'the interpreter exited'}; "
+                                   "the session restarts empty.")
+        if reply["signal"] == signal.SIGXCPU:
             status = RunStatus.TimeLimitExceeded
+        elif _is_memory_error(reply["rc"], err.tail):
+            status = RunStatus.MemoryLimitExceeded
         else:
             status = RunStatus.Finished
-        return RunResult(status=status, stderr=err.text(), return_code=reply["rc"],
-                         cpu_time=reply["cpu_time"], **common)
+        return RunResult(status=status, stderr=stderr, return_code=reply["rc"], cpu_time=reply["cpu_time"],
+                         **common)
 
     def _supervisor_died(self, stderr: str, common: dict) -> RunResult:
-        """A session's interpreter exited (the code's doing); a fork supervisor dying is our fault."""
+        """The supervisor ignores every signal the code can send it, so its death is a sandbox fault."""
         try:
             code = self._proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
         self.kill()
-        if self.spec.mode != "session":
-            return RunResult(status=RunStatus.SandboxError, return_code=None,
-                             stderr=_join(stderr, f"[sandbox] worker supervisor exited ({code})"), **common)
-        status = RunStatus.TimeLimitExceeded if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) \
-            else RunStatus.Finished
-        rc = 128 - code if code is not None and code > 128 else code  # bwrap reports 128+n for signal n
-        return RunResult(status=status, return_code=rc, **common,
-                         stderr=_join(stderr, "[sandbox] the interpreter exited; "
-                                              "the session restarts empty."))
+        return RunResult(status=RunStatus.SandboxError, return_code=None,
+                         stderr=_join(stderr, f"[sandbox] worker supervisor exited ({code})"), **common)
 
     def kill(self) -> None:
         """Kill the sandbox and every process in it; returns once they are gone (idempotent)."""
@@ -269,6 +295,27 @@ def _kill_leftovers(session_id: int, uid: int | None) -> None:
                 os.kill(int(entry), signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _is_memory_error(rc: int | None, stderr_tail: bytes) -> bool:
+    """An uncaught MemoryError: exit code 1 and a last stderr line starting with ``MemoryError``.
+
+    Decided from what the run printed and how it exited (what CPython does when RLIMIT_AS refuses an
+    allocation), never from a side channel the code could write to.
+    """
+    lines = [line for line in stderr_tail.decode("utf-8", "replace").splitlines() if line.strip()]
+    return rc == 1 and bool(lines) and lines[-1].startswith("MemoryError")
+
+
+def _decode_reply(message: bytes) -> dict | None:
+    """The supervisor's JSON reply; None for EOF; a malformed one becomes a reply with no id (a fault)."""
+    if not message:
+        return None
+    try:
+        reply = json.loads(message)
+    except ValueError:
+        return {"id": None}
+    return reply if isinstance(reply, dict) else {"id": None}
 
 
 def _join(stderr: str, note: str) -> str:

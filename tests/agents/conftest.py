@@ -1,9 +1,11 @@
-"""Offline fixtures: a tiny byte-level BPE ChatML tokenizer (Qwen2.5-style tools); tiny Qwen2; fake env."""
+"""Offline fixtures: a tiny byte-level BPE ChatML tokenizer (Qwen2.5-style tools); tiny Qwen2; fake env;
+tokenizers rendering the real Qwen3, Llama 3.1 and Mistral v3 templates of `data/templates/`."""
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -72,6 +74,68 @@ def build_tokenizer():
 @pytest.fixture(scope="session")
 def tokenizer():
     return build_tokenizer()
+
+
+TEMPLATES = Path(__file__).parent / "data" / "templates"
+
+# Each family's special tokens are single tokens, as in the real tokenizers (first = pad, then bos/eos
+# by name); `added` are non-special added tokens (Qwen3's tool and reasoning markup).
+FAMILIES = {
+    "qwen3": {
+        "template": "qwen3.jinja", "pad": "<|endoftext|>", "bos": None, "eos": "<|im_end|>",
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "added": ["<think>", "</think>", "<tool_call>", "</tool_call>",
+                  "<tool_response>", "</tool_response>"],
+    },
+    "llama3_1": {
+        "template": "llama3_1.jinja", "pad": "<|finetune_right_pad_id|>", "bos": "<|begin_of_text|>",
+        "eos": "<|eot_id|>", "added": [],
+        "special": ["<|finetune_right_pad_id|>", "<|begin_of_text|>", "<|start_header_id|>",
+                    "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"],
+    },
+    "mistral_v3": {
+        "template": "mistral_v3.jinja", "pad": "<unk>", "bos": "<s>", "eos": "</s>", "added": [],
+        "special": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+                    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
+    },
+}
+FAMILY_CORPUS = CORPUS + [
+    'Given the following functions, please respond with a JSON for a function call {"name": "add", '
+    '"parameters": {"a": 2, "b": 3}} "arguments" "description": "Add two integers." "type": "integer"',
+    "Cutting Knowledge Date: December 2023 Today Date: 26 Jul 2024 Environment: ipython",
+    "# Tools You may call one or more functions to assist with the user query.",
+    "I should add. The tool says 5.",
+] * 10
+
+
+def build_family_tokenizer(family: str):
+    """A byte-level BPE (vocab ~500) with `family`'s special tokens and its real chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    spec = FAMILIES[family]
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=spec["special"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(FAMILY_CORPUS, trainer)
+    named = {spec["pad"], spec["bos"], spec["eos"]}
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, pad_token=spec["pad"], bos_token=spec["bos"], eos_token=spec["eos"],
+        unk_token=None, additional_special_tokens=[t for t in spec["special"] if t not in named],
+    )
+    if spec["added"]:
+        tok.add_tokens(spec["added"])
+    tok.chat_template = (TEMPLATES / spec["template"]).read_text()
+    tok.name_or_path = family
+    return tok
+
+
+@pytest.fixture(scope="session")
+def family_tokenizers():
+    """`{family: tokenizer}` for qwen3, llama3_1 and mistral_v3."""
+    return {family: build_family_tokenizer(family) for family in FAMILIES}
 
 
 def build_model(tokenizer, *, seed: int = 0, dropout: float = 0.0, **overrides):

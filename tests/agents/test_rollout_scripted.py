@@ -131,16 +131,35 @@ def _rewriting_template(kit):
 def test_history_rewriting_template_raises_with_options(kit, tokenizer):
     policy = ScriptedPolicy(["<think>six sevens</think>" + kit.TOOL_TURN, kit.ANSWER_TURN], tokenizer)
     with pytest.raises(TemplateError, match=r"rewrote earlier turns(.|\n)*chat_template="):
-        rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=_rewriting_template(kit))
+        rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=_rewriting_template(kit),
+                history="append")
     policy = ScriptedPolicy([kit.TOOL_TURN, kit.ANSWER_TURN], tokenizer)  # no <think>: nothing rewritten
     assert rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=_rewriting_template(kit)).reward == 1.0
+
+
+def test_history_rewriting_template_becomes_per_turn_samples_by_default(kit, tokenizer):
+    think = "<think>six sevens</think>" + kit.TOOL_TURN
+    policy = ScriptedPolicy([think, kit.ANSWER_TURN], tokenizer, lockstep=True)
+    traj = rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=_rewriting_template(kit))
+    assert traj.per_turn and len(traj.samples) == 2 and traj.reward == 1.0
+    first, second = traj.samples
+    assert first.response_ids == policy.turns[0] and second.response_ids == policy.turns[1]
+    assert first.loss_mask == [1] * len(policy.turns[0]) and set(second.turn_index) == {1}
+    # Turn 1's prompt is the template's rendering of the history: the <think> block is gone.
+    prompt_text = decode(tokenizer, second.prompt_ids)
+    assert "six sevens" not in prompt_text
+    assert prompt_text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    assert (traj.prompt_ids, traj.response_ids) == (second.prompt_ids, second.response_ids)
+    sampled = len(policy.turns[0]) + len(policy.turns[1])
+    assert traj.sampled_tokens == sampled == traj.metrics["sampled_tokens"]
+    assert traj.metrics["per_turn"] == 1.0 and first.reward == second.reward == 1.0
 
 
 def test_template_that_edits_the_sampled_turn_raises(kit, tokenizer):
     stripping = kit.CHATML_TEMPLATE.replace("m['content'] + '<|im_end|>", "m['content'] | trim + '<|im_end|>")
     policy = ScriptedPolicy(["  " + kit.TOOL_TURN, kit.ANSWER_TURN], tokenizer)
     with pytest.raises(TemplateError, match="does not render the sampled assistant turn verbatim"):
-        rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=stripping)
+        rollout(kit.FakeToolEnv(), policy, tokenizer, chat_template=stripping, history="append")
 
 
 def test_rollout_batch_order_groups_and_one_generate_call_per_turn(kit, tokenizer):

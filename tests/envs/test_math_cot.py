@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 import tasks
 from envs.math_cot import MathCoTEnv
 
@@ -27,3 +29,17 @@ def test_countdown_tasks_use_their_own_grader():
     assert env.step("\\boxed{7*7-4}").reward == 1.0
     env.reset(seed=0)
     assert env.step("\\boxed{45}").reward == 0.0  # the target itself is not an expression of the numbers
+
+
+def test_grader_by_name_selects_the_authors_math_mode():
+    """`data.env_kwargs: {grader: authors}` in a config: mathruler's "1.5e3" = 1500 counts only there."""
+    pytest.importorskip("mathruler")
+    task = tasks.Task("e", "Write 1500 in e-notation.", "1500")
+    rewards = {}
+    for grader in (None, "default", "authors"):
+        env = MathCoTEnv(dataset=[task], grader=grader)
+        env.reset(seed=0)
+        rewards[grader] = env.step("\\boxed{1.5e3}").reward
+    assert rewards == {None: 0.0, "default": 0.0, "authors": 1.0}
+    with pytest.raises(ValueError, match="math grading mode 'paper'"):
+        MathCoTEnv(grader="paper")

@@ -25,3 +25,10 @@ def test_baselines_give_the_same_weights_and_the_row_reports_one_sync_against_te
     assert torch.equal(ours, bench.reference_way(lp, adv, mask)[0])
     row = bench.bench_shape(4, 256, repeats=2, device="cpu")
     assert "| 1 / 1 / 10 |" in row and row.endswith("| yes |")
+
+
+def test_loss_table_times_every_baseline_against_dapo():
+    bench = _load()
+    row, ratios = bench.bench_losses(2, 64, repeats=1, device="cpu")
+    assert set(ratios) == set(bench.BASELINES) and all(r > 0 for r in ratios.values())
+    assert row.startswith("| 2 × 64 |") and row.count("|") == len(bench.BASELINES) + 3

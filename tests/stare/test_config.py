@@ -9,12 +9,13 @@ from stare import PRESETS, AlgoConfig, StareConfig, get_preset
 
 
 def test_presets_carry_the_reference_values():
-    assert set(PRESETS) == {"grpo", "dapo", "grpo-ds", "stare-o1", "stare-c2"}
+    assert set(PRESETS) == {"grpo", "dapo", "grpo-ds", "stare-o1", "stare-c2", "dr-grpo", "gspo", "cispo",
+                            "clip-cov", "kl-cov", "adaptive-entropy", "forking-tokens"}
     ds, o1, c2, dapo = PRESETS["grpo-ds"], PRESETS["stare-o1"], PRESETS["stare-c2"], PRESETS["dapo"]
     for cfg in (ds, o1, c2, dapo):
         assert (cfg.clip_low, cfg.clip_high, cfg.clip_c, cfg.kl_coef) == (0.2, 0.28, 10.0, 0)
         assert cfg.loss_agg == "token-mean"
-        assert cfg.dynamic_sampling and cfg.dynamic_sampling_metric == "acc" and cfg.max_gen_rounds == 10
+        assert cfg.dynamic_sampling and cfg.max_gen_rounds == 10
     assert not ds.stare.enabled
     assert (ds.stare.top_ratio, ds.stare.w, ds.stare.m, ds.stare.target_entropy) == (0, 1, 1, 0)
     assert o1.stare.enabled
@@ -48,7 +49,13 @@ def test_stare_config_errors_name_field_and_allowed_values(kwargs, match):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(loss_agg="mean"), r"AlgoConfig.loss_agg must be one of \('token-mean'"),
-    (dict(clip_low=1.0), r"AlgoConfig.clip_low"),
+    (dict(clip_low=1.5), r"AlgoConfig.clip_low must be in \[0, 1\] \(1 = no lower bound\)"),
+    (dict(loss_mode="ppo2"), r"AlgoConfig.loss_mode must be one of \('vanilla'"),
+    (dict(clip_cov_ratio=0.0), r"AlgoConfig.clip_cov_ratio must be in \(0, 1\]"),
+    (dict(clip_cov_lb=5.0), r"AlgoConfig.clip_cov_lb must be < clip_cov_ub"),
+    (dict(top_entropy_ratio=1.2), r"AlgoConfig.top_entropy_ratio must be in \[0, 1\]"),
+    (dict(entropy_coef_min=0.5, entropy_coef_max=0.1), r"AlgoConfig.entropy_coef_max must be >= "),
+    (dict(loss_norm_length=-1), r"AlgoConfig.loss_norm_length must be >= 0"),
     (dict(kl_estimator="k2"), r"AlgoConfig.kl_estimator must be 'k1' or 'k3'"),
     (dict(overlong_buffer=-1), r"AlgoConfig.overlong_buffer"),
     (dict(entropy_coef=-0.1), r"AlgoConfig.entropy_coef"),

@@ -149,8 +149,9 @@ def test_sync_counter_catches_the_reference_style_operations():
     assert log.count == 3, log.ops
 
 
-def test_empty_and_all_masked_batches_give_ones():
+def test_empty_and_all_masked_batches_give_ones_and_a_zero_mean_weight():
     lp = -torch.rand(2, 5)
     weights, stats = token_weights_with_stats(lp, torch.ones(2), torch.zeros(2, 5))
     assert torch.equal(weights, torch.ones(2, 5))
-    assert stats["stare/mean_weight"].item() == 1.0 and stats["stare/positive_candidate_ratio"].item() == 0.0
+    # D10: the reference's mean_weight is Σ(ω·mask) / max(1, Σ mask) = 0 / 1 on an empty mask.
+    assert stats["stare/mean_weight"].item() == 0.0 and stats["stare/positive_candidate_ratio"].item() == 0.0

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from training.commands.tasks import app
@@ -28,3 +29,12 @@ def test_show_and_grade():
 def test_show_unknown_name_fails_with_a_hint():
     result = runner.invoke(app, ["show", "countdwn-eval"])
     assert result.exit_code == 1 and "did you mean 'countdown-eval'" in result.output
+
+
+def test_grade_mode_authors_accepts_what_mathruler_accepts():
+    pytest.importorskip("mathruler")
+    args = ["grade", "1500", r"so \boxed{1.5e3}"]
+    assert json.loads(runner.invoke(app, args).output)["correct"] is False
+    assert json.loads(runner.invoke(app, [*args, "--mode", "authors"]).output)["correct"] is True
+    result = runner.invoke(app, [*args, "--mode", "paper"])
+    assert result.exit_code == 1 and "use one of ('default', 'authors')" in result.output

@@ -26,7 +26,6 @@ SHARED = {
     "algo.entropy_coef": 0.0,
     "algo.norm_adv_by_std": True,                 # grpo, norm_adv_by_std_in_grpo
     "algo.dynamic_sampling": True,                # filter_groups
-    "algo.dynamic_sampling_metric": "acc",
     "algo.max_gen_rounds": 10,                    # max_num_gen_batches
     "algo.stare.variant": "O1",
     "algo.stare.adaptive": False,
@@ -36,7 +35,7 @@ SHARED = {
     "rollout.max_response_tokens": 3072,          # max_response_length
     "rollout.max_prompt_tokens": 1024,            # max_prompt_length
     "rollout.prompt_truncation": "left",          # truncation
-    "rollout.vllm_max_model_len": 1024 + 3072,    # max_prompt_length + max_response_length
+    "rollout.vllm.max_model_len": 1024 + 3072,    # max_prompt_length + max_response_length
     "optim.lr": 1e-6,
     "optim.schedule": "constant",
     "optim.warmup_steps": 0,
@@ -47,7 +46,7 @@ SHARED = {
     "rollout.top_p": 1.0,
     "rollout.top_k": -1,
     "rollout.engine": "vllm",                     # vLLM rollouts
-    "rollout.vllm_dtype": "float16",              # fp16 rollout, not bf16
+    "rollout.vllm.dtype": "float16",              # fp16 rollout, not bf16
     "eval.k": 32,                                 # avg@32
     "eval.temperature": 1.0,
     "eval.top_p": 0.7,
@@ -57,6 +56,7 @@ SHARED = {
     "train.micro_batch_tokens": 8192,             # ppo_max_token_len_per_gpu
     "model.gradient_checkpointing": True,
     "train.cpu": False,
+    "data.env_kwargs": {"grader": "authors"},     # math-verify OR mathruler (compute_score_answer)
 }
 # The six ★ rows that differ (plus experiment name).
 STARE = {"algo.name": "stare-o1", "algo.stare.enabled": True, "algo.stare.top_ratio": 0.1,
@@ -75,6 +75,20 @@ PRESETS = {
                              "algo.overlong_buffer": 614, "algo.overlong_penalty": 1.0},
     "qwen2.5-7b-tool-stare": {**SHARED, **STARE, "data.env": "stare/PythonTool-v0",
                               "rollout.max_turns": 8, "rollout.max_tool_tokens": 256},
+    # The paper's tool run: the same RL settings from Qwen2.5-7B Base after the ReTool cold-start SFT.
+    "qwen2.5-7b-base-tool-stare": {**SHARED, **STARE, "data.env": "stare/PythonTool-v0",
+                                   "rollout.max_turns": 8, "rollout.max_tool_tokens": 256,
+                                   "log.name": "STARE-O1-Qwen2.5-7B-Base-SFT-tool"},
+}
+PLACEHOLDERS = {name: "/models/Qwen2.5-" for name in PRESETS} | {
+    "qwen2.5-7b-base-tool-stare": "/runs/retool-sft-qwen2.5-7b/model"}  # the `stare sft` output
+VARIANTS = {  # the header line that says which model variant each preset is
+    "qwen2.5-math-7b-stare": "# Variant: Qwen2.5-Math-7B (Base), no SFT",
+    "qwen2.5-math-7b-grpo-ds": "# Variant: Qwen2.5-Math-7B (Base), no SFT",
+    "qwen2.5-math-7b-dapo": "# Variant: Qwen2.5-Math-7B (Base), no SFT",
+    "qwen2.5-7b-tool-stare": "# Variant: Qwen2.5-7B-Instruct, no SFT: NOT the paper's tool run",
+    "qwen2.5-7b-base-tool-stare": "# Variant: Qwen2.5-7B (Base) + cold-start SFT on ReTool data",
+    "smollm2-135m-tool": "# Variant: SmolLM2-135M-Instruct, no SFT",
 }
 
 
@@ -112,7 +126,22 @@ def test_the_check_sees_a_changed_value():
 def test_model_path_is_a_placeholder_the_user_overrides(name, tmp_path):
     cfg = load_config(name, [f"model.path={tmp_path}"])          # no loading at config time
     assert cfg.model.path == str(tmp_path)
-    assert load_config(name).model.path.startswith("/models/Qwen2.5-")
+    assert load_config(name).model.path.startswith(PLACEHOLDERS[name])
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_7b_and_tool_preset_says_which_variant_it_is(name):
+    header = [line for line in (CONFIG_DIR / f"{name}.yaml").read_text().splitlines()
+              if line.startswith("# Variant:")]
+    assert len(header) == 1 and header[0].startswith(VARIANTS[name]), header
+
+
+def test_the_base_sft_tool_preset_differs_from_the_instruct_one_only_in_the_start():
+    import dataclasses
+    base, instruct = load_config("qwen2.5-7b-base-tool-stare"), load_config("qwen2.5-7b-tool-stare")
+    assert dataclasses.replace(base, model=instruct.model, log=instruct.log) == instruct
+    assert dataclasses.replace(base.model, path=instruct.model.path) == instruct.model
+    assert base.model.path.endswith("/model")       # `stare sft --out DIR` writes DIR/model
 
 
 def test_the_two_scripts_differ_only_in_the_stare_block():

@@ -45,9 +45,9 @@ def test_train_prints_only_on_process_0(monkeypatch, rank, prints):
 
 @pytest.mark.parametrize(("rank", "prints"), [("0", True), ("1", False)])
 def test_eval_prints_and_writes_only_on_process_0(monkeypatch, tmp_path, rank, prints):
-    import training.evaluate
+    import training.commands.train
     monkeypatch.setenv("RANK", rank)
-    monkeypatch.setattr(training.evaluate, "evaluate_model", lambda cfg, model: {"eval/x/avg@2": 0.5})
+    monkeypatch.setattr(training.commands.train, "evaluate_model", lambda cfg, model: {"eval/x/avg@2": 0.5})
     out = tmp_path / "m.json"
     result = CliRunner().invoke(_app(), ["eval", "cpu-tiny", "--out", str(out)])
     assert result.exit_code == 0, result.output

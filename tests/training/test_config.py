@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 
 import pytest
@@ -9,10 +10,17 @@ import yaml
 
 import stare
 from training.config import CONFIG_DIR, TrainConfig, dump_yaml, from_dict, load_config
-from training.config_doc import markdown
 from training.config_parse import ConfigError, parse_override
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _config_doc():
+    """scripts/config_doc.py (a development script, not an installed module)."""
+    spec = importlib.util.spec_from_file_location("config_doc", ROOT / "scripts" / "config_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_overrides_reach_nested_fields_and_pick_presets():
@@ -98,9 +106,9 @@ def test_accelerate_configs_load_with_accelerates_loader():
 
 
 def test_docs_config_md_is_current_and_documents_every_key():
-    page = markdown()
+    page = _config_doc().markdown()
     assert (ROOT / "docs" / "config.md").read_text() == page, \
-        "docs/config.md is stale: run `python -m training.config_doc > docs/config.md`"
+        "docs/config.md is stale: run `python scripts/config_doc.py > docs/config.md`"
     for line in page.splitlines():
         if line.startswith("| `"):
             assert not line.rstrip().endswith("|  |"), f"undocumented key: {line}"
@@ -128,3 +136,37 @@ def test_overlong_buffer_longer_than_the_budget_is_refused():
     from training import runtime
     with pytest.raises(ValueError, match="algo.overlong_buffer=4096 exceeds rollout.max_response_tokens=256"):
         runtime.check_config(load_config(None, ["algo=dapo"]))
+
+
+@pytest.mark.parametrize("override, key", [
+    ("rollout.group_size=1e9", "rollout.group_size"), ("rollout.group_size=1000000000", "rollout.group_size"),
+    ("rollout.prompts_per_step=0", "rollout.prompts_per_step"), ("train.steps=-3", "train.steps"),
+    ("optim.lr=0", "optim.lr"), ("optim.lr=-1e-6", "optim.lr"), ("optim.lr=5", "optim.lr"),
+    ("rollout.max_new_tokens=100000000", "rollout.max_new_tokens"), ("eval.k=0", "eval.k"),
+    ("rollout.max_workers=100000", "rollout.max_workers"), ("data.train_limit=-1", "data.train_limit"),
+    ("log.keep_checkpoints=0", "log.keep_checkpoints"), ("log.save_every=-1", "log.save_every"),
+    ("rollout.vllm.tensor_parallel_size=0", "rollout.vllm.tensor_parallel_size"),
+    ("rollout.vllm.gpu_memory_utilization=1.5", "gpu_memory_utilization"),
+    ("eval.top_p=0", "eval.top_p"), ("train.micro_batch_tokens=1000000000", "train.micro_batch_tokens"),
+])
+def test_absurd_values_are_refused_at_load_naming_the_field(override, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert key in str(info.value)
+
+
+def test_the_vllm_keys_form_a_section_and_the_old_flat_keys_still_load_with_a_warning():
+    new = load_config(None, ["rollout.vllm.max_model_len=512", "rollout.vllm.device_ids=[1]"])
+    assert new.rollout.vllm.max_model_len == 512 and new.rollout.vllm.device_ids == (1,)
+    with pytest.warns(FutureWarning, match=r"rollout\.vllm_max_model_len .*rollout\.vllm\.max_model_len"):
+        old = load_config(None, ["rollout.vllm_max_model_len=512", "rollout.vllm_device_ids=[1]"])
+    assert old == new
+    with pytest.warns(FutureWarning, match="dynamic_sampling_metric"):
+        assert load_config(None, ["algo.dynamic_sampling_metric=acc"]) == load_config(None)
+
+
+def test_target_entropy_is_one_typed_field():
+    assert load_config(None).train.target_entropy is None            # the algorithm preset's H_tgt
+    assert load_config(None, ["train.target_entropy=0.42"]).train.target_entropy == 0.42
+    assert load_config(None, ["train.target_entropy=auto"]).train.target_entropy == "auto"
+    assert from_dict({"train": {"target_entropy": ""}}).train.target_entropy is None   # older run dumps

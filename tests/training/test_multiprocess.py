@@ -14,6 +14,10 @@ final parameters. The test compares the 2-process run with the 1-process run:
 The `async` scenario plays each next step's first round in the rollout thread during the update
 (`rollout.async_steps=1`); the episodes do not depend on the weights, so it must match too.
 
+The `rank-balanced` scenario moves rows between the processes by real tokens before the update
+(`train.balance_micro_batches`); with the global token mean and global-scope STARE the result must
+not depend on where a row lands.
+
 The `lopsided` scenario gives every prompt that process 0 would play zero reward variance, so
 dynamic sampling drops all of rank 0's groups and refills: rank 0 trains on placeholder rows
 while rank 1 holds the whole batch, and the result must still match one process.
@@ -81,6 +85,8 @@ def worker(model_dir: str, run_dir: str, out: str, scenario: str) -> None:
         overrides += ["train.fuse_on_policy=false"]
     if scenario == "async":      # the next step's round 0 plays in a thread during the update
         overrides += ["rollout.async_steps=1"]
+    if scenario == "rank-balanced":   # rows move between processes by real tokens (training.rank_balance)
+        overrides += ["train.balance_micro_batches=true", "train.sort_micro_batches=false"]
     run = setup(load_config(None, overrides))
     run.play_train = _fake_player(run.stream.tasks, lopsided=scenario == "lopsided",
                                   vocab=run.accelerator.unwrap_model(run.model).config.vocab_size)
@@ -116,7 +122,8 @@ def _launch(tmp_path: Path, model_dir: Path, scenario: str, nproc: int) -> dict:
 
 
 @pytest.mark.parametrize("scenario", ["balanced", pytest.param("lopsided", marks=pytest.mark.slow),
-                                      pytest.param("async", marks=pytest.mark.slow)])
+                                      pytest.param("async", marks=pytest.mark.slow),
+                                      pytest.param("rank-balanced", marks=pytest.mark.slow)])
 def test_two_processes_match_one(tmp_path, tiny_model_dir, scenario):
     import torch
     one = _launch(tmp_path, tiny_model_dir, scenario, 1)

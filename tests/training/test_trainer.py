@@ -11,7 +11,7 @@ from accelerate import Accelerator
 import stare
 from agents.trajectory import Trajectory
 from training.batch import collate, micro_batches, mini_batches
-from training.sampling import TaskStream, collect
+from training.sampling import CollectSettings, TaskStream, collect
 from training.update import UpdateSettings, update_policy
 
 STEP_KEYS = [
@@ -71,8 +71,9 @@ def _fake(rewards_by_round):
 def test_dynamic_sampling_refills_until_full_and_cuts_the_surplus():
     stream = TaskStream(list(range(100)), seed=0, shuffle=False)
     play = _fake([[[1, 1], [0, 1]], [[0, 0], [1, 0]], [[0, 1], [1, 0]]])
-    got = collect(play, stream, step=1, seed=0, prompts=2, per_round=2, group_size=2, dynamic_sampling=True,
-                  max_rounds=10, drop_failed=True)
+    settings = CollectSettings(seed=0, prompts=2, per_round=2, group_size=2, dynamic_sampling=True,
+                               max_rounds=10, drop_failed=True)
+    got = collect(play, stream, settings, step=1)
     assert got.rounds == 2 and got.groups_kept == 2 and len(got.all) == 8
     assert [t.task_id for t in got.kept] == ["1", "1", "3", "3"]
     assert [t.group_id for t in got.kept] == [0, 0, 1, 1]
@@ -80,11 +81,13 @@ def test_dynamic_sampling_refills_until_full_and_cuts_the_surplus():
 
 def test_dynamic_sampling_stops_at_the_round_limit_and_without_it_keeps_everything():
     stream = TaskStream(list(range(100)), seed=0, shuffle=False)
-    got = collect(_fake([[[1, 1], [0, 0]]] * 3), stream, step=1, seed=0, prompts=2, per_round=2, group_size=2,
-                  dynamic_sampling=True, max_rounds=3, drop_failed=True)
+    settings = CollectSettings(seed=0, prompts=2, per_round=2, group_size=2, dynamic_sampling=True,
+                               max_rounds=3, drop_failed=True)
+    got = collect(_fake([[[1, 1], [0, 0]]] * 3), stream, settings, step=1)
     assert got.rounds == 3 and got.groups_kept == 0 and got.kept == []
-    got = collect(_fake([[[1, 1], [0, 0]]]), stream, step=2, seed=0, prompts=2, per_round=2, group_size=2,
-                  dynamic_sampling=False, max_rounds=3, drop_failed=True)
+    settings = CollectSettings(seed=0, prompts=2, per_round=2, group_size=2, dynamic_sampling=False,
+                               max_rounds=3, drop_failed=True)
+    got = collect(_fake([[[1, 1], [0, 0]]]), stream, settings, step=2)
     assert got.rounds == 1 and got.groups_kept == 2
 
 
@@ -96,8 +99,9 @@ def test_failed_and_verifier_failures_are_dropped_from_the_loss():
         trajs = play(tasks, group_size, seed)
         trajs[1].failed, trajs[2].grade_status = "SandboxTimeout", "verifier_timeout"
         return trajs
-    got = collect(spoil, stream, step=1, seed=0, prompts=1, per_round=1, group_size=3, dynamic_sampling=False,
-                  max_rounds=1, drop_failed=True)
+    settings = CollectSettings(seed=0, prompts=1, per_round=1, group_size=3, dynamic_sampling=False,
+                               max_rounds=1, drop_failed=True)
+    got = collect(spoil, stream, settings, step=1)
     assert len(got.kept) == 1 and got.dropped_failed == 2 and len(got.all) == 3
 
 

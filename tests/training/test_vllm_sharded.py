@@ -139,7 +139,7 @@ def test_several_processes_get_one_colocated_engine_each():
     assert colocated_kwargs(cfg.rollout, 1) == {}
     assert colocated_kwargs(cfg.rollout, 2) == {"distributed_executor_backend": "external_launcher"}
     for override in ("rollout.vllm_device_ids=[1]", "rollout.vllm_tensor_parallel_size=2"):
-        with pytest.raises(ValueError, match="leave rollout.vllm_device_ids empty"):
+        with pytest.raises(ValueError, match="leave rollout.vllm.device_ids empty"):
             colocated_kwargs(load_config(None, [override]).rollout, 2)
         assert colocated_kwargs(load_config(None, [override]).rollout, 1) == {}
 

@@ -31,5 +31,5 @@ def list_presets() -> None:
         style = None if len(set(values)) == 1 else "cyan"
         table.add_row(key, *values, style=style)
     console = Console()
-    console.width = max(console.width, 112)   # the whole table, even in an 80-column pipe
+    console.width = max(console.width, 30 + 16 * len(PRESETS))   # the whole table, even in a narrow pipe
     console.print(table)

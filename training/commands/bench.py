@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from training.bench import BenchPlan, parse_arms, parse_seeds, report_from_dir, run_bench
+
 
 def bench(
     overrides: Annotated[
@@ -47,8 +49,6 @@ def bench(
     ] = None,
 ) -> None:
     """Benchmark STARE against DAPO: train every arm × seed, then write runs/<name>/report.md with plots."""
-    from training.bench import BenchPlan, parse_arms, parse_seeds, report_from_dir, run_bench
-
     try:
         if report_only is not None:
             path = report_from_dir(report_only, band=band)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+import envs
+
 app = typer.Typer(help="Tool environments: list the registered ids, check one, serve one over OpenEnv.",
                   no_args_is_help=True)
 
@@ -13,8 +15,6 @@ def list_command() -> None:
     """Show every registered env id (ours and installed plugins) with the first line of its card."""
     from rich.console import Console
     from rich.table import Table
-
-    import envs
 
     table = Table("id", "description", box=None, header_style="bold")
     for env_id, summary in envs.list_envs():
@@ -26,8 +26,6 @@ def list_command() -> None:
 def check_command(env_id: str = typer.Argument(..., help="Env id, e.g. stare/PythonTool-v0."),
                   seed: int = typer.Option(0, help="Seed for the resets.")) -> None:
     """Run the conformance checker on one env; exit code 1 when a check fails."""
-    import envs
-
     try:
         env = envs.make(env_id)
     except envs.UnknownEnvError as err:

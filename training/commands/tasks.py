@@ -6,6 +6,8 @@ import json
 
 import typer
 
+import tasks
+
 app = typer.Typer(help="Task sets: list the shipped datasets, show tasks, grade an answer.",
                   no_args_is_help=True)
 
@@ -16,8 +18,6 @@ def list_command() -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
-
-    import tasks
 
     table = Table("name", "family", "size", "description", box=None, header_style="bold")
     for info in tasks.list_datasets():
@@ -32,8 +32,6 @@ def show_command(name_or_path: str = typer.Argument(..., help="A registered name
                  limit: int = typer.Option(3, help="How many tasks to print."),
                  style: str = typer.Option(None, help="Prompt style (cot, tool, countdown, plain).")) -> None:
     """Print the first tasks of a dataset as JSON lines, with the formatted prompt."""
-    import tasks
-
     try:
         loaded = tasks.load(name_or_path, split=split, limit=limit)
     except (KeyError, ValueError, FileNotFoundError, tasks.MissingExtraError) as err:
@@ -46,11 +44,15 @@ def show_command(name_or_path: str = typer.Argument(..., help="A registered name
 
 @app.command("grade")
 def grade_command(answer: str = typer.Argument(..., help="The reference answer, e.g. '\\frac{1}{2}'."),
-                  response: str = typer.Argument(..., help="The model response text.")) -> None:
+                  response: str = typer.Argument(..., help="The model response text."),
+                  mode: str = typer.Option("default", help="Math grading mode: default, or authors "
+                                                           "(adds mathruler, as the STARE reward).")) -> None:
     """Grade one response against a reference answer and print the Grade as JSON."""
-    import tasks
-
-    g = tasks.grade(response, answer)
+    try:
+        g = tasks.grade(response, answer, mode=mode)  # type: ignore[arg-type]
+    except (ValueError, ImportError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(json.dumps({"status": g.status, "prediction": g.prediction, "correct": g.correct}))
 
 
@@ -65,8 +67,6 @@ def export_command(name_or_path: str = typer.Argument(..., help="A registered na
                    env_class: str = typer.Option(None, help="SkyRL env_class of every row (default: the "
                                                             "family's env).")) -> None:
     """Write tasks as verl-style parquet that SkyRL reads too (`tasks.load` reads it back)."""
-    import tasks
-
     try:
         loaded = tasks.load(name_or_path, split=split, limit=limit)
         path = tasks.save_parquet(loaded, out, split=split or "train", style=style,

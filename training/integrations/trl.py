@@ -30,6 +30,12 @@ What it adds to a stock `GRPOTrainer` (TRL >= 1.16; see docs/trl.md):
    TRL's. When `off_policy_mask_threshold` is unset it is set to +inf, so TRL calls the hook while
    its own mask keeps every sequence.
 
+Upstream TRL (pull request #6167, open) adds STARE as `GRPOConfig(loss_type="stare")` with the
+settings `stare_variant`, `stare_top_p_ratio`, `stare_reweight_w`, `stare_reweight_m` and
+`stare_target_entropy`. This class reads those same `GRPOConfig` fields when `stare` is not given,
+refuses `loss_type="stare"` (the two would weight every token twice), and otherwise keeps the
+authors' semantics where the pull request differs (docs/stare.md, "STARE in TRL").
+
 Metrics, through TRL's logger: the controller's `stare/gate_on`, `stare/batch_entropy`,
 `stare/reweight_w`, `stare/reweight_m`, `stare/target_entropy` (per rollout batch) and the weight
 statistics of STARE_SPEC §1.5 as `actor/stare/...` (per micro-batch, averaged over processes).
@@ -56,7 +62,42 @@ FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention
                 "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 """Optional batch entries TRL's `_compute_loss` forwards to the model; the entropy pass forwards them too."""
 
-__all__ = ["CLIPPED_LOSS_TYPES", "StareGRPOTrainer", "resolve_stare_config"]
+UPSTREAM_FIELDS = {"variant": "stare_variant", "top_ratio": "stare_top_p_ratio", "w": "stare_reweight_w",
+                   "m": "stare_reweight_m", "target_entropy": "stare_target_entropy"}
+"""`StareConfig` field -> the `GRPOConfig` field of TRL pull request #6167 with the same meaning."""
+
+__all__ = ["CLIPPED_LOSS_TYPES", "UPSTREAM_FIELDS", "StareGRPOTrainer", "check_trl_settings",
+           "resolve_stare_config", "stare_config_from_grpo_args"]
+
+
+def stare_config_from_grpo_args(args: Any) -> StareConfig | None:
+    """The `StareConfig` that upstream-style `GRPOConfig.stare_*` fields describe, or None without any.
+
+    Fields left unset keep the `stare-o1` preset's values (the pull request's defaults are the same:
+    O1, P 0.1, W 1.1, M 0.9, H_tgt 0.3).
+    """
+    given = {ours: getattr(args, theirs) for ours, theirs in UPSTREAM_FIELDS.items()
+             if getattr(args, theirs, None) is not None}
+    return get_preset("stare-o1").stare.replace(**given) if given else None
+
+
+def check_trl_settings(loss_type: str, importance_sampling_level: str) -> None:
+    """Raise unless TRL's loss is a clipped per-token PPO surrogate STARE can re-weight.
+
+    Raises:
+        ValueError: for `loss_type="stare"` (TRL's own STARE: use one or the other), for a loss type
+            outside `CLIPPED_LOSS_TYPES`, or for sequence-level importance sampling.
+    """
+    if loss_type == "stare":
+        raise ValueError("GRPOConfig.loss_type='stare' is TRL's own STARE (pull request #6167); with "
+                         "StareGRPOTrainer every token would be weighted twice. Use loss_type='dapo' here "
+                         "(the authors' setup), or a plain GRPOTrainer with loss_type='stare'")
+    if loss_type not in CLIPPED_LOSS_TYPES:
+        raise ValueError(f"StareGRPOTrainer needs a clipped PPO loss: GRPOConfig.loss_type must be one "
+                         f"of {CLIPPED_LOSS_TYPES}, got {loss_type!r} (use 'dapo' for the authors' setup)")
+    if importance_sampling_level != "token":
+        raise ValueError("StareGRPOTrainer re-weights tokens: GRPOConfig.importance_sampling_level "
+                         f"must be 'token', got {importance_sampling_level!r}")
 
 
 def resolve_stare_config(stare_cfg: StareConfig | str) -> StareConfig:
@@ -81,28 +122,25 @@ class StareGRPOTrainer(GRPOTrainer):
         *args: passed to `GRPOTrainer`.
         stare: a `stare.StareConfig` or a preset name (`"stare-o1"`, `"stare-c2"`, ...); `enabled`
             false gives ω ≡ 1 and no weight statistics (the controller still runs and logs, as the
-            reference). Defaults to `"stare-o1"`.
+            reference). None (default) reads upstream-style `GRPOConfig.stare_*` fields when the
+            config has them, else `"stare-o1"`.
         controller: a ready `stare.Controller` (e.g. restored from a checkpoint); built from `stare`
             when None.
         **kwargs: passed to `GRPOTrainer`.
 
     Raises:
-        ValueError: for a TRL `loss_type` outside `CLIPPED_LOSS_TYPES` (cispo, sapo and vespo have no
-            clipped PPO surrogate to re-weight) or `importance_sampling_level="sequence"`.
+        ValueError: from `check_trl_settings` (a TRL `loss_type` outside `CLIPPED_LOSS_TYPES`: cispo,
+            sapo and vespo have no clipped PPO surrogate to re-weight, and "stare" is TRL's own), or
+            `importance_sampling_level="sequence"`.
     """
 
-    def __init__(self, *args: Any, stare: StareConfig | str = "stare-o1",
+    def __init__(self, *args: Any, stare: StareConfig | str | None = None,
                  controller: Controller | None = None, **kwargs: Any) -> None:
-        self.stare_config = resolve_stare_config(stare)
+        explicit = None if stare is None else resolve_stare_config(stare)   # fail before loading anything
         super().__init__(*args, **kwargs)
-        if self.loss_type not in CLIPPED_LOSS_TYPES:
-            raise ValueError(f"StareGRPOTrainer needs a clipped PPO loss: GRPOConfig.loss_type must be one "
-                             f"of {CLIPPED_LOSS_TYPES}, got {self.loss_type!r} (use 'dapo' for the authors' "
-                             "setup)")
-        if self.importance_sampling_level != "token":
-            raise ValueError("StareGRPOTrainer re-weights tokens: GRPOConfig.importance_sampling_level "
-                             f"must be 'token', got {self.importance_sampling_level!r}")
-        cfg = self.stare_config
+        check_trl_settings(self.loss_type, self.importance_sampling_level)
+        self.stare_config = cfg = explicit or resolve_stare_config(
+            stare_config_from_grpo_args(self.args) or "stare-o1")
         self.stare_controller = controller or Controller(
             cfg.target_entropy, cfg.w, cfg.m, adaptive=cfg.adaptive, alpha=cfg.alpha, w_max=cfg.w_max,
             m_min=cfg.m_min)

@@ -1,7 +1,8 @@
 """docs/config.md from the config dataclasses: every key, its type, default and field docstring.
 
-The field docstrings are the single source; `python -m training.config_doc > docs/config.md`
-regenerates the page and a test fails when the committed page is stale.
+A development script, not part of the installed package. The field docstrings are the single
+source; `python scripts/config_doc.py > docs/config.md` regenerates the page (`--readme` rewrites
+the README's table) and a test fails when either is stale.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import pathlib
+import sys
 import textwrap
 import typing
 from typing import Any
@@ -18,8 +21,8 @@ from training.config import TrainConfig
 
 HEADER = """# Config reference
 
-Generated from the field docstrings of `training/config.py` and `stare/config.py` by
-`python -m training.config_doc > docs/config.md` (a test checks it is current). Set keys in a YAML
+Generated from the field docstrings of `training/config_sections.py` and `stare/config.py` by
+`python scripts/config_doc.py > docs/config.md` (a test checks it is current). Set keys in a YAML
 file or on the command line as dotted `key=value` overrides:
 
     stare train configs/cpu-tiny.yaml algo=stare-o1 seed=1 train.steps=50 algo.stare.w=1.5
@@ -84,8 +87,6 @@ def markdown() -> str:
 
 def update_readme(path: str = "README.md") -> None:
     """Rewrite the config table at the end of the README (everything from its `| key |` header on)."""
-    import pathlib
-
     readme = pathlib.Path(path)
     text = readme.read_text()
     table = markdown()
@@ -93,8 +94,6 @@ def update_readme(path: str = "README.md") -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     if sys.argv[1:] == ["--readme"]:
         update_readme()
     else:
