@@ -6,6 +6,7 @@ Nothing here trains; `training.trainer` calls these once at start-up.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import shutil
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import agents
 import envs
 import stare
 import tasks
-from envs import sandbox
+from envs.sandbox import LazyLocalSandbox
 from training import preset
 from training.checkpoint import prepare_resume
 from training.config import TrainConfig
@@ -116,11 +117,30 @@ def sync_schedule(scheduler: Any) -> None:
     inner._last_lr = [group["lr"] for group in groups]
 
 
-def make_env_factory(cfg: TrainConfig) -> Callable[[], Any]:
-    """A zero-argument env constructor for `agents.rollout_batch` (one env per episode)."""
+def make_env_factory(cfg: TrainConfig, sandbox: LazyLocalSandbox | None = None) -> Callable[[], Any]:
+    """A zero-argument env constructor for `agents.rollout_batch` (one env per episode).
+
+    Every env gets `sandbox=sandbox` (the run's own, passed in by the caller) when its constructor
+    takes a `sandbox` argument whose value would be "local" (the process-wide shared sandbox); an
+    explicit URL or sandbox object in `data.env_kwargs` is kept.
+    """
     env_id, kwargs = cfg.data.env, dict(cfg.data.env_kwargs)
-    envs.make(env_id, **kwargs).close()   # fail now, with the registry's message, on a bad id or kwargs
+    probe = envs.make(env_id, **kwargs)   # fail now, with the registry's message, on a bad id or kwargs
+    try:
+        if sandbox is not None and _plays_local_sandbox(probe, kwargs):
+            kwargs["sandbox"] = sandbox
+    finally:
+        probe.close()
     return lambda: envs.make(env_id, **kwargs)
+
+
+def _plays_local_sandbox(env: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether `env` was built with sandbox="local": from `kwargs`, the registered ones, or the default."""
+    spec = getattr(env, "spec", None)
+    given = {**(spec.kwargs if spec is not None else {}), **kwargs}
+    param = inspect.signature(type(env.unwrapped)).parameters.get("sandbox")
+    value = given.get("sandbox", param.default if param is not None else None)
+    return isinstance(value, str) and value == "local"
 
 
 def load_tasks(name: str, limit: int = 0) -> list[Any]:
@@ -129,15 +149,16 @@ def load_tasks(name: str, limit: int = 0) -> list[Any]:
 
 
 def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callable[[], Any], *,
-                temperature: float, top_p: float, top_k: int = -1) -> PlayFn:
+                temperature: float, top_p: float, top_k: int = -1,
+                sandbox: LazyLocalSandbox | None = None) -> PlayFn:
     """(tasks, group_size, seed) -> trajectories via `agents.rollout_batch` with fixed sampling and limits.
 
     Limits come from `cfg.rollout`: max_turns, max_response_tokens, max_tool_tokens and the initial
     prompt's max_prompt_tokens / prompt_truncation (0 = no limit); `rollout.history` picks append-only
-    or per-turn samples (`agents.rollout_batch`). Each call first makes room in the
-    process-wide local sandbox for the episodes it plays at once (`reserve_shared_sessions`: a number
-    remembered, no sandbox started, when the env does not use it): len(tasks) × group_size, or
-    whole groups of at most rollout.max_live_episodes episodes when that is set.
+    or per-turn samples (`agents.rollout_batch`). Each call first makes room in `sandbox`
+    (the run's own, which `make_env_factory` hands to the envs; not started if no code runs) for the
+    episodes it plays at once: len(tasks) × group_size, or whole groups of at most
+    rollout.max_live_episodes episodes when that is set.
     """
     r = cfg.rollout
     sampling = agents.SamplingParams(max_tokens=r.max_new_tokens, temperature=temperature, top_p=top_p,
@@ -151,7 +172,8 @@ def make_player(cfg: TrainConfig, policy: Any, tokenizer: Any, make_env: Callabl
         per_call = max(1, len(task_list))
         if r.max_live_episodes:
             per_call = max(1, r.max_live_episodes // group_size)
-        sandbox.reserve_shared_sessions(min(per_call, len(task_list)) * group_size)
+        if sandbox is not None:
+            sandbox.reserve_sessions(min(per_call, len(task_list)) * group_size)
         chunks = [agents.rollout_batch(make_env, policy, tokenizer, task_list[lo:lo + per_call],
                                        group_size=group_size, sampling=sampling, limits=limits,
                                        seed=seed + lo * group_size, max_workers=r.max_workers,

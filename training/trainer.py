@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 import stare
+from envs.sandbox import LazyLocalSandbox
 from training import distributed, runtime
 from training.advantages import make_batch
 from training.async_rollout import RolloutPrefetcher, make_prefetcher
@@ -80,6 +81,8 @@ class RunState:
     """Plays the next step's first round during the update (`rollout.async_steps=1`)."""
     entropy_ctl: stare.EntropyCoefController | None = None
     """The adaptive entropy-bonus weight (algo.entropy_adaptive), fed the gate's H̄."""
+    sandbox: LazyLocalSandbox | None = None
+    """The run's own code sandbox, handed to every env; sized by each rollout call, closed by `fit`."""
     on_batch: Any = None
     """Optional `(run, step, collected, batch) -> metrics`, called before the update; its metrics join
     the step's record (the bench's all-episode entropy and counterfactual probes, `training.bench`)."""
@@ -94,7 +97,8 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
     optimizer, scheduler = runtime.make_optimizer(cfg, model)
     ref = runtime.reference_model(model).to(accelerator.device) if algo.kl_coef > 0 else None
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    play_train, play_eval, prefetcher = _players(cfg, accelerator, model, tokenizer, model_dir)
+    sandbox = LazyLocalSandbox()        # started by the first tool call, if any
+    play_train, play_eval, prefetcher = _players(cfg, accelerator, model, tokenizer, model_dir, sandbox)
     stream = TaskStream(runtime.load_tasks(cfg.data.train_tasks, cfg.data.train_limit), seed=cfg.seed,
                         shuffle=cfg.data.shuffle, rank=accelerator.process_index,
                         world_size=accelerator.num_processes)
@@ -106,7 +110,7 @@ def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
                    prefetcher=prefetcher,
                    collect=CollectSettings.from_config(cfg, algo),
                    update=UpdateSettings.from_config(cfg, accelerator.num_processes),
-                   entropy_ctl=runtime.entropy_controller_for(algo))
+                   entropy_ctl=runtime.entropy_controller_for(algo), sandbox=sandbox)
     checkpoint = latest_checkpoint(run.run_dir) if resume else None
     if checkpoint is not None:
         _restore(run, load_checkpoint(checkpoint, accelerator))
@@ -130,19 +134,22 @@ def _start(cfg: TrainConfig, *, resume: bool) -> Any:
     return accelerator
 
 
-def _players(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any,
-             model_dir: Path) -> tuple[PlayFn, PlayFn, RolloutPrefetcher | None]:
-    """The training and evaluation players over the rollout policy, and the prefetcher (async_steps=1)."""
+def _players(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any, model_dir: Path,
+             sandbox: LazyLocalSandbox) -> tuple[PlayFn, PlayFn, RolloutPrefetcher | None]:
+    """The training and evaluation players over the rollout policy, and the prefetcher (async_steps=1).
+
+    Their envs get `sandbox` (`runtime.make_env_factory`) and each call sizes it (`runtime.make_player`).
+    """
     policy = runtime.make_policy(rollout_model(cfg, accelerator, model), tokenizer, cfg, model_dir)
-    make_env = runtime.make_env_factory(cfg)
+    make_env = runtime.make_env_factory(cfg, sandbox)
     r, e = cfg.rollout, cfg.eval
 
     def train_player(rollout_policy: Any) -> PlayFn:   # the training sampling, over any policy
         return runtime.make_player(cfg, rollout_policy, tokenizer, make_env, temperature=r.temperature,
-                                   top_p=r.top_p, top_k=r.top_k)
+                                   top_p=r.top_p, top_k=r.top_k, sandbox=sandbox)
     play_train = train_player(policy)
     play_eval = runtime.make_player(cfg, policy, tokenizer, make_env, temperature=e.temperature,
-                                    top_p=e.top_p)
+                                    top_p=e.top_p, sandbox=sandbox)
     prefetcher = None
     if r.async_steps:
         prefetcher = make_prefetcher(cfg, accelerator, accelerator.unwrap_model(model), tokenizer, policy,
@@ -229,6 +236,8 @@ def fit(run: RunState) -> dict[str, Any]:
         logger.close()
         if run.prefetcher is not None:
             run.prefetcher.close()
+        if run.sandbox is not None:
+            run.sandbox.close()
     if cfg.log.save_model:
         state = run.accelerator.get_state_dict(run.model)   # collective under FSDP / ZeRO-3: all processes
         if run.accelerator.is_main_process:

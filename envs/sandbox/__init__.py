@@ -8,6 +8,7 @@ from envs.sandbox.factory import make_sandbox
 from envs.sandbox.fusion import FusionSandbox
 from envs.sandbox.fusion_session import FusionSession
 from envs.sandbox.launch import INSTALL_HINT, IsolationUnavailable, bwrap_problem
+from envs.sandbox.lazy import LazyLocalSandbox
 from envs.sandbox.local import (
     LocalSandbox,
     LocalSandboxConfig,
@@ -23,7 +24,8 @@ SandboxSession = LocalSession
 """Alias: the session type returned by `LocalSandbox.session()`."""
 
 __all__ = [
-    "INSTALL_HINT", "FusionSandbox", "FusionSession", "IsolationUnavailable", "LocalSandbox",
+    "INSTALL_HINT", "FusionSandbox", "FusionSession", "IsolationUnavailable", "LazyLocalSandbox",
+    "LocalSandbox",
     "LocalSandboxConfig", "LocalSession", "RunResult", "RunStatus", "SandboxSession", "SandboxStartError",
     "SessionLimitError", "bwrap_problem", "make_sandbox", "reserve_shared_sessions", "shared_local_sandbox",
 ]

@@ -1,10 +1,12 @@
-"""`FusionSandbox`: the `LocalSandbox` interface over a SandboxFusion server (``sandbox-fusion`` client).
+"""`FusionSandbox`: the `LocalSandbox` interface over a SandboxFusion server (``sandbox-fusion`` models).
 
-Calls go through the client's async API on one background event loop, so many threads can call
-`run` at once; at most ``max_concurrency`` requests are in flight (the rest wait: back-pressure).
-Retries are ours, bounded and only for faults that a retry can fix: transport errors, HTTP 5xx and
-``SandboxError`` responses (the client's own retry is turned off: it would retry anything, 422s
-included, up to five times). The user's failing code is a normal answer and is never retried.
+Requests are the client's `RunCodeRequest`, posted with aiohttp on one background event loop (the
+client's own `run_code` cannot send headers, so no API token), so many threads can call `run` at
+once; at most ``max_concurrency`` requests are in flight (the rest wait: back-pressure). With a token
+(``token=`` or ``$STARE_SANDBOX_TOKEN``) every request carries ``Authorization: Bearer <token>``, as
+``stare sandbox serve --token`` requires. Retries are bounded and only for faults that a retry can
+fix: transport errors, HTTP 5xx and ``SandboxError`` responses (never a 4xx: a wrong token or a bad
+request stays wrong). The user's failing code is a normal answer and is never retried.
 
 Status mapping (SandboxFusion -> `RunStatus`):
     run_result.status "TimeLimitExceeded"             -> TimeLimitExceeded
@@ -21,14 +23,21 @@ import random
 import threading
 import time
 
+import aiohttp
 from sandbox_fusion import RunCodeRequest, RunCodeResponse
-from sandbox_fusion.async_client import run_code as run_code_async
 
+from envs.sandbox.auth import auth_headers, resolve_token
 from envs.sandbox.fusion_session import FusionSession
 from envs.sandbox.limits import check_memory, check_timeout
 from envs.sandbox.result import RunResult, RunStatus
 
-_RETRYABLE_HTTP = ("code 5", "Sandbox responded with error")
+
+class _ServerAnswer(Exception):
+    """The server answered with an error: an HTTP status other than 200, or a SandboxError reply."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class _Request(RunCodeRequest):
@@ -44,7 +53,7 @@ class FusionSandbox:
     """Isolation is whatever the server provides."""
 
     def __init__(self, endpoint: str, *, max_concurrency: int = 32, max_attempts: int = 3,
-                 retry_wait_s: float = 0.5, client_timeout_s: float = 30.0):
+                 retry_wait_s: float = 0.5, client_timeout_s: float = 30.0, token: str | None = None):
         """Connect lazily to ``endpoint`` (e.g. ``http://127.0.0.1:8080``; a trailing ``/run_code`` is ok).
 
         Args:
@@ -53,6 +62,11 @@ class FusionSandbox:
             max_attempts: tries per run for transport errors, 5xx and SandboxError (>= 1).
             retry_wait_s: first back-off; doubles per try, with jitter, capped at 8 s.
             client_timeout_s: HTTP time allowed on top of the run's own timeout.
+            token: API token sent as ``Authorization: Bearer <token>`` on every request; None reads
+                ``$STARE_SANDBOX_TOKEN`` (unset: no header, for a loopback server without a token).
+
+        Raises:
+            ValueError: a bad endpoint, ``max_attempts`` or token (named).
         """
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"endpoint={endpoint!r} must be an http(s) URL, e.g. http://127.0.0.1:8080.")
@@ -62,6 +76,7 @@ class FusionSandbox:
         self.endpoint = endpoint[: -len("/run_code")] if endpoint.endswith("/run_code") else endpoint
         self.max_attempts, self.retry_wait_s = max_attempts, retry_wait_s
         self.client_timeout_s = client_timeout_s
+        self._headers = auth_headers(resolve_token(token))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fusion-sandbox", daemon=True)
         self._thread.start()
@@ -83,10 +98,10 @@ class FusionSandbox:
         async with self._slots:
             for attempt in range(1, self.max_attempts + 1):
                 try:
-                    response = await run_code_async(request, endpoint=self.endpoint, max_attempts=1,
-                                                    client_timeout=timeout + self.client_timeout_s)
+                    response = await _post(request, f"{self.endpoint}/run_code", self._headers,
+                                           client_timeout=timeout + self.client_timeout_s)
                     return to_run_result(response, time.monotonic() - start)
-                except Exception as err:  # noqa: BLE001 - the client raises bare Exception
+                except Exception as err:  # noqa: BLE001 - aiohttp and pydantic raise many kinds
                     if attempt == self.max_attempts or not _retryable(err):
                         return RunResult(status=RunStatus.SandboxError, stdout="", return_code=None,
                                          stderr=f"[sandbox] {type(err).__name__}: {err}"[:4000],
@@ -116,12 +131,29 @@ class FusionSandbox:
         return f"FusionSandbox({self.endpoint!r})"
 
 
+async def _post(request: _Request, url: str, headers: dict[str, str], *, client_timeout: float
+                ) -> RunCodeResponse:
+    """POST `request` to `url` with `headers`; the parsed reply of a 200 that is not a SandboxError.
+
+    Raises:
+        _ServerAnswer: another HTTP status (retryable when 5xx) or a SandboxError reply (retryable).
+        aiohttp.ClientError, TimeoutError: transport faults (retryable).
+    """
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=client_timeout),
+                                     headers=headers) as session, \
+            session.post(url, json=request.dict()) as reply:
+        if reply.status != 200:
+            raise _ServerAnswer(f"the server answered HTTP {reply.status}: {await reply.text()}",
+                                retryable=reply.status >= 500)
+        response = RunCodeResponse(**(await reply.json()))
+    if _value(response.status) == "SandboxError":
+        raise _ServerAnswer(f"the server reported a SandboxError: {response.message}", retryable=True)
+    return response
+
+
 def _retryable(err: Exception) -> bool:
     """Transport errors, 5xx and SandboxError are worth another try; 4xx (our request is bad) are not."""
-    text = str(err)
-    if text.startswith("Faas api responded with code"):
-        return text.startswith("Faas api responded with code 5")
-    return True
+    return err.retryable if isinstance(err, _ServerAnswer) else True
 
 
 def to_run_result(response: RunCodeResponse, wall: float) -> RunResult:

@@ -22,13 +22,13 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from envs.sandbox.auth import TOKEN_ENV
+
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 16 << 20
 """Largest request body accepted by default (code, stdin and cells together): 16 MiB."""
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 """Seconds a connection has to deliver one whole request by default."""
-TOKEN_ENV = "STARE_SANDBOX_TOKEN"
-"""Environment variable `stare sandbox serve` reads the API token from (``--token`` wins)."""
 
 
 class GuardMiddleware:

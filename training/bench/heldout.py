@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 import stare
+from envs.sandbox import LazyLocalSandbox
 from training import runtime
 from training.batch import collate
 from training.logprobs import batch_logprobs
@@ -55,20 +56,23 @@ def evaluate_heldout(
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     policy = runtime.make_policy(model, run.tokenizer)
-    make_env = runtime.make_env_factory(cfg)
+    box = LazyLocalSandbox()  # the run's own sandbox was closed by `fit`
+    make_env = runtime.make_env_factory(cfg, box)
     record: dict[str, Any] = {
         "n": n,
         "puzzles": [{"id": t.id, "difficulty": t.meta.get("difficulty", "all")} for t in tasks],
         "settings": {},
     }
     state = torch.get_rng_state()
-    for top_p in top_ps:
-        play = runtime.make_player(cfg, policy, run.tokenizer, make_env, temperature=1.0, top_p=top_p)
-        trajs: list[Any] = []
-        for lo in range(0, len(tasks), CHUNK):
-            torch.manual_seed(seed + lo)
-            trajs += play(list(tasks[lo : lo + CHUNK]), n, seed + lo * n)
-        record["settings"][setting_name(top_p)] = _setting_record(run, trajs, n)
+    with box:
+        for top_p in top_ps:
+            play = runtime.make_player(cfg, policy, run.tokenizer, make_env, temperature=1.0, top_p=top_p,
+                                       sandbox=box)
+            trajs: list[Any] = []
+            for lo in range(0, len(tasks), CHUNK):
+                torch.manual_seed(seed + lo)
+                trajs += play(list(tasks[lo : lo + CHUNK]), n, seed + lo * n)
+            record["settings"][setting_name(top_p)] = _setting_record(run, trajs, n)
     torch.set_rng_state(state)
     model.train()
     return record

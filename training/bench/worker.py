@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from envs.sandbox import reserve_shared_sessions
+from envs.sandbox import LazyLocalSandbox
 from training import runtime
 from training.bench.heldout import evaluate_heldout, write_heldout
 from training.bench.probe import StepObserver, probe_variants
@@ -62,7 +62,6 @@ def run_job(job: Job) -> dict[str, Any]:
     """
     cfg = load_config(job.config, list(job.overrides))
     torch.set_num_threads(cfg.train.num_threads or 1)
-    reserve_sandbox_sessions(cfg)
     start, cpu = time.perf_counter(), time.process_time()
     if job.trunk_dir:
         _copy_trunk(Path(job.trunk_dir), cfg.run_path)
@@ -91,26 +90,6 @@ def run_job(job: Job) -> dict[str, Any]:
     }
 
 
-def live_episodes(cfg: Any) -> int:
-    """Most episodes one `rollout_batch` call of the run plays at once (a training round or an eval set).
-
-    An evaluation without `eval.limit` is counted as 256 problems (the size of countdown-eval).
-    """
-    per_round = cfg.rollout.prompts_per_round or cfg.rollout.prompts_per_step
-    evals = cfg.eval.k * (cfg.eval.limit or 256) if cfg.eval.tasks else 0
-    return max(per_round * cfg.rollout.group_size, evals)
-
-
-def reserve_sandbox_sessions(cfg: Any) -> None:
-    """Reserve this process's shared local sandbox sessions for the run (`live_episodes(cfg)`).
-
-    `stare/PythonTool-v0` opens one interpreter session per live episode; the rollout calls grow the
-    shared sandbox's cap to what each plays, this reserves the run's upper bound up front without
-    starting a sandbox the envs never use (`envs.sandbox.reserve_shared_sessions`).
-    """
-    reserve_shared_sessions(live_episodes(cfg))
-
-
 def _copy_trunk(trunk: Path, run_dir: Path) -> None:
     """Start `run_dir` as a copy of the trunk's checkpoints and metrics (nothing else)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -130,15 +109,11 @@ def sample_probe(
     model_dir = runtime.resolve_model_dir(cfg)
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, model_dir)
     model.eval()
-    play = runtime.make_player(
-        cfg,
-        runtime.make_policy(model, tokenizer),
-        tokenizer,
-        runtime.make_env_factory(cfg),
-        temperature=1.0,
-        top_p=1.0,
-    )
-    torch.manual_seed(seed)
-    trajs = list(play(runtime.load_tasks(tasks_name, puzzles), per_puzzle, seed))
+    with LazyLocalSandbox() as box:
+        make_env = runtime.make_env_factory(cfg, box)
+        play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer, make_env,
+                                   temperature=1.0, top_p=1.0, sandbox=box)
+        torch.manual_seed(seed)
+        trajs = list(play(runtime.load_tasks(tasks_name, puzzles), per_puzzle, seed))
     torch.save(trajs, out)
     return len(trajs)

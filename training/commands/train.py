@@ -13,6 +13,7 @@ from typing import Annotated
 import torch
 import typer
 
+from envs.sandbox import LazyLocalSandbox
 from training import runtime
 from training.commands.ranks import echo_main, is_main_process
 from training.config import TrainConfig, dump_yaml, load_config
@@ -88,12 +89,14 @@ def evaluate_model(cfg: TrainConfig, model_dir: Path | None = None) -> dict[str,
     model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
     model = model.to(accelerator.device).eval()
     e = cfg.eval
-    play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
-                               runtime.make_env_factory(cfg), temperature=e.temperature, top_p=e.top_p)
     sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
-                    temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
-                    device=accelerator.device)
+    with LazyLocalSandbox() as sandbox:     # the evaluation's own, started by the first tool call
+        play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
+                                   runtime.make_env_factory(cfg, sandbox), temperature=e.temperature,
+                                   top_p=e.top_p, sandbox=sandbox)
+        return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
+                        temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
+                        device=accelerator.device)
 
 
 COMMANDS = [train, eval]
