@@ -24,7 +24,7 @@ GENERATED: dict[str, tuple[str, dict[str, int], str]] = {
 """Generated families: name -> (family, split sizes in stream order, description)."""
 
 COUNTDOWN = {
-    "train": (922, "Countdown with a tool, 461 hard + 461 easy (CPU preset training data)"),
+    "train": (615, "Countdown with a tool, 461 easy + 154 hard (CPU preset training data)"),
     "eval": (256, "Countdown held-out, 128 hard + 128 easy, disjoint from train"),
     "eval-hard": (128, "Countdown held-out, hard puzzles only (<= 4 solving expressions)"),
 }

@@ -26,6 +26,8 @@ EVAL_PER_CLASS = 128
 puzzles."""
 HARD_MAX_SOLUTIONS = 4
 """A puzzle with at most this many solving candidate strings is "hard"."""
+TRAIN_HARD_SHARE = 0.25
+"""Share of hard puzzles in `countdown-train` (the rest are easy: many solutions, a stochastic optimum)."""
 MAX_EXPRESSION_CHARS = 200
 """Longer boxed expressions are rejected unparsed (bounds the work on adversarial output)."""
 _LATEX_OPS = {"\\times": "*", "\\cdot": "*", "×": "*", "·": "*", "−": "-",
@@ -202,10 +204,11 @@ def _universe() -> list[tuple[tuple[int, int, int], int, int]]:
 def countdown_splits(seed: int = 0) -> dict[str, tuple[Task, ...]]:
     """The shipped splits: `train`, `eval` and `eval-hard`, disjoint by (numbers as a multiset, target).
 
-    The universe of puzzles is shuffled with `seed`; `eval` takes 128 hard and 128 easy, `eval-hard`
-    the next 128 hard, `train` the rest with as many hard as easy (461 each). Hard and easy alternate,
-    and each puzzle shows its numbers in a seeded random order. Puzzles are uniform within a class
-    (not weighted by how many expressions reach the target).
+    The universe of puzzles is shuffled with `seed`; `eval` takes 128 hard and 128 easy (alternating),
+    `eval-hard` the next 128 hard, `train` every remaining easy puzzle (474) plus hard ones for a
+    `TRAIN_HARD_SHARE` of 25% (158), one hard after every three easy. Each puzzle shows its numbers
+    in a seeded random order. Puzzles are uniform within a class (not weighted by how many
+    expressions reach the target).
     """
     rng = random.Random(seed)
     puzzles = _universe()
@@ -213,11 +216,12 @@ def countdown_splits(seed: int = 0) -> dict[str, tuple[Task, ...]]:
     hard = [p for p in puzzles if p[2] <= HARD_MAX_SOLUTIONS]
     easy = [p for p in puzzles if p[2] > HARD_MAX_SOLUTIONS]
     n = EVAL_PER_CLASS
-    train_per_class = min(len(hard) - 2 * n, len(easy) - n)
+    train_easy = easy[n:]
+    n_hard = round(len(train_easy) * TRAIN_HARD_SHARE / (1 - TRAIN_HARD_SHARE))
     parts = {
         "eval": _interleave(hard[:n], easy[:n]),
         "eval-hard": hard[n:2 * n],
-        "train": _interleave(hard[2 * n:2 * n + train_per_class], easy[n:n + train_per_class]),
+        "train": _mix(train_easy, hard[2 * n:2 * n + n_hard]),
     }
     return {split: tuple(_make_task(split, i, puzzle, rng) for i, puzzle in enumerate(rows))
             for split, rows in parts.items()}
@@ -225,6 +229,14 @@ def countdown_splits(seed: int = 0) -> dict[str, tuple[Task, ...]]:
 
 def _interleave(first: list, second: list) -> list:
     return [p for pair in zip(first, second, strict=True) for p in pair]
+
+
+def _mix(easy: list, hard: list) -> list:
+    """All of `easy` and `hard`, spread evenly: hard j sits after (j + 1)·len(easy)/len(hard) easy ones."""
+    every = len(easy) / max(1, len(hard))
+    keyed = [(float(i), 0, p) for i, p in enumerate(easy)]
+    keyed += [((j + 1) * every - 0.5, 1, p) for j, p in enumerate(hard)]
+    return [p for _, _, p in sorted(keyed, key=lambda row: row[:2])]
 
 
 Puzzle = tuple[tuple[int, int, int], int, int]

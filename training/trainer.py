@@ -85,6 +85,9 @@ class RunState:
     """The adaptive entropy-bonus weight (algo.entropy_adaptive), fed the gate's H̄."""
     sandbox: LazyLocalSandbox | None = None
     """The run's own code sandbox, handed to every env; sized by each rollout call, closed by `fit`."""
+    on_batch: Any = None
+    """Optional `(run, step, collected, batch) -> metrics`, called before the update; its metrics join
+    the step's record (the bench's all-episode entropy and counterfactual probes, `training.bench`)."""
 
 
 def setup(cfg: TrainConfig, *, resume: bool = False) -> RunState:
@@ -244,6 +247,7 @@ def train_step(run: RunState, step: int) -> dict[str, Any]:
     collected = rollout_stage(run, step)                                                     # 1. collect
     trains = collected.groups_kept > 0     # global: every process takes the same branch
     batch = make_batch(collected, run.algo, cfg, pad_id=run.pad_id, update=trains)          # 2. advantages
+    observed = run.on_batch(run, step, collected, batch) if run.on_batch is not None else {}
     prefetch_next(run, step)             # rollout.async_steps=1: the next round plays during the update
     t_old = time.perf_counter()
     fused = trains and run.update.fused
@@ -268,7 +272,7 @@ def train_step(run: RunState, step: int) -> dict[str, Any]:
                "update": now - (t_old if fused else t_update), "step": now - t_step, "time": _elapsed(run)}
     bonus = run.entropy_ctl.metrics() if run.entropy_ctl is not None else {}
     return step_record(step, collected, {**seen, **weight_stats, **learned, **run.controller.metrics(),
-                                         **bonus, **alarm.check(run, step, collected)},
+                                         **bonus, **observed, **alarm.check(run, step, collected)},
                        lr=lr, seconds=seconds)
 
 

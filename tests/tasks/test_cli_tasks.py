@@ -13,7 +13,7 @@ def test_list_shows_shipped_sets_with_sizes():
     assert result.exit_code == 0, result.output
     lines = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
     assert lines["countdown-eval"][1:3] == ["tool", "256"]
-    assert lines["countdown-train"][2] == "922"
+    assert lines["countdown-train"][2] == "615"
     assert lines["arith-tool-train"][2] == "2000"
 
 

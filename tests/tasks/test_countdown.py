@@ -72,20 +72,20 @@ def test_repeated_numbers_may_each_be_used_once():
 
 def test_splits_are_deterministic_sized_and_balanced():
     splits = countdown_splits(0)
-    assert {k: len(v) for k, v in splits.items()} == {"eval": 256, "eval-hard": 128, "train": 922}
+    assert {k: len(v) for k, v in splits.items()} == {"eval": 256, "eval-hard": 128, "train": 615}
     assert [t.to_dict() for t in splits["eval"]] == [t.to_dict() for t in load("countdown-eval")]
     assert countdown_splits(1)["eval"][0] != splits["eval"][0]
     for name, tasks in splits.items():
         kinds = collections.Counter(t.meta["difficulty"] for t in tasks)
         expected = {"eval-hard": {"hard": 128}, "eval": {"hard": 128, "easy": 128},
-                    "train": {"hard": 461, "easy": 461}}[name]
+                    "train": {"hard": 154, "easy": 461}}[name]
         assert kinds == expected
 
 
 def test_splits_are_disjoint_by_numbers_and_target():
     keys = {name: {(tuple(sorted(t.meta["numbers"])), t.meta["target"]) for t in tasks}
             for name, tasks in countdown_splits(0).items()}
-    assert sum(len(k) for k in keys.values()) == 256 + 128 + 922       # no duplicates inside a split
+    assert sum(len(k) for k in keys.values()) == 256 + 128 + 615       # no duplicates inside a split
     assert not keys["train"] & keys["eval"] and not keys["train"] & keys["eval-hard"]
     assert not keys["eval"] & keys["eval-hard"]
 

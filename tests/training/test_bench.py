@@ -1,35 +1,19 @@
+"""`stare bench`: plan, trunk rule, counterfactual variants, task mix and an end-to-end run."""
+
 import json
 import os
+import random
+from collections import Counter
 
 import pytest
 from typer.testing import CliRunner
 
-from training.bench import BenchPlan, arm_overrides, parse_arms, parse_seeds, report_from_dir
-
-
-def _fake_run(root, name, *, entropy, gate_from=None, steps=12):
-    d = root / name
-    d.mkdir(parents=True)
-    rows = [
-        {
-            "step": s,
-            "train/acc": 0.1,
-            "train/reward": 0.1,
-            "train/entropy": entropy(s),
-            "stare/gate_on": float(gate_from is not None and s >= gate_from),
-            "stare/target_entropy": 0.3,
-            "train/response_length": 20.0,
-            "train/tool_calls": 1.5,
-            "train/reflection_words": 0.0,
-            "time/step_s": 1.0,
-        }
-        for s in range(1, steps + 1)
-    ]
-    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (d / "eval.jsonl").write_text(
-        json.dumps({"step": steps, "eval/cd/avg@4": 0.2, "eval/cd/pass@4": 0.4}) + "\n"
-    )
-    return d
+import stare
+from tasks.countdown import countdown_solutions, countdown_splits
+from training.bench import BenchPlan, parse_arms, parse_seeds, run_overrides
+from training.bench.probe import probe_variants
+from training.bench.runner import trunk_target
+from training.preset.demos import scripted_turns
 
 
 def test_seeds_and_arms_parse_with_clear_errors():
@@ -41,45 +25,77 @@ def test_seeds_and_arms_parse_with_clear_errors():
         parse_arms("dapo,stare-o3")
     with pytest.raises(ValueError, match="distinct"):
         BenchPlan(seeds=(0, 0))
+    with pytest.raises(ValueError, match="fixed target"):
+        BenchPlan(branch_frac=0.0)
 
 
 def test_each_run_gets_its_identity_after_the_user_overrides(tmp_path):
     plan = BenchPlan(overrides=("train.steps=7", "seed=99"), threads=1)
-    ov = arm_overrides(plan, tmp_path, "stare-o1", 2)
+    ov = run_overrides(plan, tmp_path, "stare-o1", 2, "stare-o1-s2")
     assert ov.index("train.steps=7") < ov.index("seed=2")  # the run's seed wins over a user "seed="
-    assert {
-        "algo=stare-o1",
-        "seed=2",
-        f"log.run_dir={tmp_path}",
-        "log.name=stare-o1-s2",
-        "train.num_threads=1",
-    } <= set(ov)
-    assert ov[0] == "model.cache_dir=.cache/stare"
-    assert ov.index("train.steps=80") < ov.index("train.steps=7")  # the budget defaults come first
-    bare = arm_overrides(BenchPlan(use_defaults=False), tmp_path, "dapo", 0)
-    assert not any(o.startswith("train.steps=") for o in bare)
+    assert {"algo=stare-o1", "seed=2", f"log.run_dir={tmp_path}", "log.name=stare-o1-s2"} <= set(ov)
+    assert ov.index("eval.every=0") < ov.index("train.steps=7")  # the bench defaults come first
+    assert not any(
+        o.startswith("eval.") for o in run_overrides(BenchPlan(use_defaults=False), tmp_path, "dapo", 0, "x")
+    )
 
 
-def test_report_only_works_on_run_dirs_without_bench_json(tmp_path):
-    for seed in (0, 1):
-        _fake_run(tmp_path, f"dapo-s{seed}", entropy=lambda s: 0.5 - 0.02 * s)
-        _fake_run(
-            tmp_path,
-            f"stare-o1-s{seed}",
-            entropy=lambda s: 0.5 - 0.02 * s + (0.05 if s > 6 else 0),
-            gate_from=6,
+def test_branch_step_and_trunk_target(tmp_path):
+    plan = BenchPlan()
+    assert plan.branch_step(100) == 30 and plan.branch_step(3) == 1
+    for seed, base in ((0, 0.40), (1, 0.50)):
+        d = tmp_path / f"trunk-s{seed}"
+        d.mkdir()
+        rows = [{"step": s, "train/entropy_all": base + 0.01 * s} for s in range(1, 11)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # last 2 steps: seed 0 mean 0.495, seed 1 mean 0.595 -> 0.545
+    assert trunk_target([tmp_path / "trunk-s0", tmp_path / "trunk-s1"], 2) == pytest.approx(0.545)
+
+
+def test_probe_variants_differ_only_in_the_stare_block():
+    base = stare.PRESETS["dapo"]
+    variants = {v.name: v.algo for v in probe_variants(base, (1.1, 2.0, 5.0), 0.2)}
+    assert list(variants) == ["dapo", "stare-o1-w1.1", "stare-o1-w2", "stare-o1-w5", "stare-c2"]
+    assert not variants["dapo"].stare.enabled and variants["stare-o1-w5"].stare.w == 5.0
+    assert variants["stare-c2"].stare.variant == "C2" and variants["stare-c2"].stare.top_ratio == 0.2
+    assert all(v.clip_high == base.clip_high and v.dynamic_sampling for v in variants.values())
+
+
+def test_train_mix_is_mostly_easy_with_a_hard_quarter():
+    train = countdown_splits(0)["train"]
+    kinds = Counter(t.meta["difficulty"] for t in train)
+    assert kinds == {"easy": 461, "hard": 154}
+    assert [t.meta["difficulty"][0] for t in train[:8]] == list("eeeheeeh")  # spread, one hard per three easy
+
+
+def test_aware_searcher_picks_among_the_solutions():
+    tasks = countdown_splits(0)["train"][:60]
+    rng = random.Random(0)
+    for task in tasks:
+        turns, hit = scripted_turns(task, rng, aware=1.0)
+        answer = turns[-1][len("\\boxed{") : -1]
+        assert (
+            hit
+            and len(turns) == 2
+            and answer in countdown_solutions(task.meta["numbers"], task.meta["target"])
         )
-    path = report_from_dir(tmp_path)
-    text = path.read_text()
-    assert "the gate fired in 2 of 2 seeds (first at steps 6, 6)" in text
-    # steps 6..12 (7 steps), +0.05 on 7..12: 6 * 0.05 / 7 = 0.043 in both seeds
-    assert "train entropy: +0.043 ± 0.000, 2 of 2 seeds positive" in text
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
-        "accuracy.png",
-        "entropy.png",
-        "gate.png",
-        "length.png",
-    ]
+    easy = next(t for t in tasks if t.meta["n_solutions"] >= 8)
+    answers = {scripted_turns(easy, rng, aware=1.0)[0][-1] for _ in range(40)}
+    assert len(answers) >= 4  # uniform among the solutions: diverse
+    blind = [scripted_turns(t, random.Random(1), aware=0.0)[0] for t in tasks]
+    assert blind == [scripted_turns(t, random.Random(1))[0] for t in tasks]
+    with pytest.raises(ValueError, match="aware"):
+        scripted_turns(tasks[0], rng, aware=1.5)
+
+
+def test_persistent_searcher_tries_again_after_a_miss():
+    tasks = countdown_splits(0)["train"][:80]
+    rng = random.Random(0)
+    for task in tasks:                          # persist 1: stops only at a hit or after max_tries
+        turns, hit = scripted_turns(task, rng, max_tries=3, persist=1.0)
+        assert hit or len(turns) == 4
+    single = [scripted_turns(t, rng, max_tries=3, persist=0.0) for t in tasks]
+    assert all(len(turns) == 2 for turns, _ in single)   # persist 0: one try, whatever it gave
 
 
 def test_cli_report_only_and_bad_input(tmp_path):
@@ -89,67 +105,59 @@ def test_cli_report_only_and_bad_input(tmp_path):
 
     app = typer.Typer()
     app.command()(bench)
-    _fake_run(tmp_path, "dapo-s0", entropy=lambda s: 0.4)
+    d = tmp_path / "dapo-s0"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "train/acc": 0.1, "train/entropy_all": 0.4}) + "\n"
+    )
     result = CliRunner().invoke(app, ["--report-only", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "report.md").exists() and "report:" in result.output
+    assert (tmp_path / "report.md").exists() and (tmp_path / "summary.json").exists()
     bad = CliRunner().invoke(app, ["--seeds", "x"])
     assert bad.exit_code == 2 and "--seeds" in bad.output
 
 
+@pytest.mark.slow
 def test_tiny_bench_end_to_end(tmp_path):
-    """Two arms × one seed, 2 steps each, on the seconds-long smoke preset; real trainer, env and report.
-
-    ~15 s on an idle 2-core machine (the smoke warm start is built into tmp_path unless
-    STARE_TEST_CACHE points at a cache).
-    """
+    """Two arms × two seeds, trunk 2 + branch 2 steps, on the seconds-long smoke preset: real trainer,
+    env, counterfactual probe, held-out evaluation and report."""
     from training.bench import run_bench
 
     plan = BenchPlan(
-        config="cpu-tiny",
-        arms=("dapo", "stare-o1"),
-        seeds=(0,),
+        seeds=(0, 1),
         name="smoke",
         run_dir=str(tmp_path),
+        branch_frac=0.5,
+        probe_every=1,
+        probe_puzzles=2,
+        probe_samples=2,
+        heldout_limit=4,
+        heldout_n=2,
+        target_window=1,
         cache_dir=os.environ.get("STARE_TEST_CACHE", str(tmp_path / "cache")),
         overrides=(
             "model.path=preset:cpu-tiny-smoke",
-            "train.steps=2",
+            "train.steps=4",
             "rollout.prompts_per_step=2",
             "rollout.group_size=2",
-            "algo.max_gen_rounds=1",
-            "eval.limit=2",
-            "eval.k=2",
-            "eval.every=0",
-            "eval.at_start=true",
-            "log.save_every=0",
-            "log.tensorboard=false",
+            "algo.dynamic_sampling=false",
         ),
     )
     report = run_bench(plan)
-    text = report.read_text()
-    record = json.loads((tmp_path / "smoke" / "bench.json").read_text())
-    assert [(r["arm"], r["seed"]) for r in record["runs"]] == [("dapo", 0), ("stare-o1", 0)]
-    assert record["warmstart"]["preset"] == "cpu-tiny-smoke" and record["target_entropy"] > 0
+    bench = tmp_path / "smoke"
+    record = json.loads((bench / "bench.json").read_text())
+    assert [(r["kind"], r["arm"], r["seed"]) for r in record["runs"]][:2] == [
+        ("trunk", "dapo", 0),
+        ("trunk", "dapo", 1),
+    ]
+    assert record["branch_step"] == 2 and record["target_entropy"] > 0
+    trunk = [json.loads(x) for x in (bench / "trunk-s0" / "metrics.jsonl").read_text().splitlines()]
     for arm in ("dapo", "stare-o1"):
-        rows = [
-            json.loads(x)
-            for x in (tmp_path / "smoke" / f"{arm}-s0" / "metrics.jsonl").read_text().splitlines()
-        ]
-        assert [r["step"] for r in rows] == [1, 2]
-        assert f"| {arm} | 0 | 2 |" in text
-    assert "## What this run measured" in text and (tmp_path / "smoke" / "entropy.png").exists()
-
-
-def test_live_episodes_covers_training_rounds_and_evaluation():
-    from training.bench import live_episodes
-    from training.config import load_config
-
-    cfg = load_config(
-        "cpu-tiny", ["rollout.prompts_per_step=16", "rollout.group_size=8", "eval.limit=64", "eval.k=8"]
-    )
-    assert live_episodes(cfg) == 512
-    cfg = load_config(
-        "cpu-tiny", ["rollout.prompts_per_step=16", "rollout.group_size=8", "eval.limit=4", "eval.k=2"]
-    )
-    assert live_episodes(cfg) == 128
+        rows = [json.loads(x) for x in (bench / f"{arm}-s0" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows] == [1, 2, 3, 4] and rows[:2] == trunk  # the shared trunk
+        assert all("train/entropy_all" in r for r in rows)
+        assert (bench / f"{arm}-s0" / "heldout.json").exists()
+    dapo = [json.loads(x) for x in (bench / "dapo-s0" / "metrics.jsonl").read_text().splitlines()]
+    assert "probe/dH/stare-o1-w2" in dapo[-1]
+    summary = json.loads((bench / "summary.json").read_text())
+    assert "stare-o1-w2" in summary["push"] and report.exists()

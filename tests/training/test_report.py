@@ -1,150 +1,157 @@
+"""The bench's statistics and endpoints, on hand-computed numbers."""
+
 import json
 import math
 
-import matplotlib.image as mpimg
 import pytest
 
-from training.report import (
-    first_gate_step,
-    load_run,
+from training.bench.analysis import accuracy_gain, analyse, run_endpoints
+from training.bench.heldout import pass_at_k, pass_curve
+from training.bench.report import report_from_dir
+from training.bench.runs import Run
+from training.bench.stats import (
+    block_bootstrap,
+    mde80,
     mean_ci,
-    moving_average,
-    paired_differences,
-    read_jsonl,
-    summarise,
-    write_report,
+    paired_test,
+    puzzle_bootstrap,
+    seeds_needed,
+    slope,
 )
-from training.report_plots import plot_entropy, seed_mean_curve
-
-TARGET = 0.36  # band ±20%: [0.288, 0.432]
 
 
-def _dapo_entropy(step):  # 0.5 on steps 1-10, 0.36 on 11-30, 0.2 on 31-40: 20 of 40 steps in the band
-    return 0.5 if step <= 10 else 0.36 if step <= 30 else 0.2
+def _run(arm, seed, steps=10, **series):
+    metrics = [{"step": s, **{k: f(s) for k, f in series.items()}} for s in range(1, steps + 1)]
+    return Run(arm=arm, seed=seed, path=None, metrics=metrics)
 
 
-def _write_run(root, arm, seed, *, gate_from=None):
-    """A synthetic 40-step run. The STARE twin equals DAPO until `gate_from`, then +0.1 entropy and calls."""
-    d = root / f"{arm}-s{seed}"
-    d.mkdir(parents=True)
-    lines = []
-    for step in range(1, 41):
-        after = gate_from is not None and step > gate_from
-        lines.append(
-            {
-                "step": step,
-                "time": step * 2.0,
-                "train/reward": 0.1 + 0.01 * seed,
-                "train/acc": 0.1 + 0.01 * seed,
-                "train/entropy": _dapo_entropy(step) + (0.1 if after else 0.0),
-                "stare/gate_on": 1.0 if gate_from is not None and step >= gate_from else 0.0,
-                "stare/target_entropy": TARGET,
-                "stare/reweight_w": 2.0,
-                "stare/reweight_m": 1.0,
-                "train/response_length": 20.0,
-                "train/tool_calls": 1.0 + (0.5 if after else 0.0),
-                "train/reflection_words": 0.0,
-                "time/step_s": 2.0,
-            }
+def test_mean_ci_is_student_t_over_seeds():
+    e = mean_ci([1.0, 2.0, 3.0, float("nan")])
+    # sd 1, n 3: t_{0.975,2} = 4.303 -> half-width 4.303 / sqrt(3) = 2.484
+    assert e.n == 3 and e.mean == 2.0 and e.hi - e.mean == pytest.approx(2.4841, abs=1e-3)
+    assert math.isnan(mean_ci([5.0]).lo) and mean_ci([]).n == 0
+
+
+def test_paired_tests_and_power():
+    t_p, sign_p, positive = paired_test([0.1, 0.2, 0.3, 0.4])
+    assert positive == 4 and sign_p == pytest.approx(0.125)  # 2 * 0.5**4
+    assert t_p == pytest.approx(0.0305, abs=1e-3)  # t = 0.25 / (0.129 / 2) = 3.873, df 3
+    # large n: MDE -> (z_.975 + z_.8) sd / sqrt(n) = 2.802 * 1 / 10
+    assert mde80(1.0, 100) == pytest.approx(0.2816, abs=3e-3)
+    assert mde80(1.0, 4) > mde80(1.0, 8) > 0
+    assert seeds_needed(0.2816, 1.0) == pytest.approx(100, abs=2)
+    assert math.isnan(seeds_needed(0.0, 1.0))
+
+
+def test_bootstraps_and_slope():
+    same = block_bootstrap([[1.0, 3.0], [1.0, 3.0], [1.0, 3.0]])
+    assert same.mean == 2.0 and same.lo == same.hi == 2.0 and same.n == 6
+    pooled = block_bootstrap([[0.0], [1.0, 1.0, 1.0]])  # pooled over values, not blocks
+    assert pooled.mean == 0.75 and 0.0 <= pooled.lo <= pooled.hi <= 1.0
+    d = puzzle_bootstrap([0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert d.mean == 0.5 and d.n == 4 and 0.0 <= d.lo <= 0.5 <= d.hi <= 1.0
+    assert slope([1, 2, 3], [1.0, 3.0, 5.0]) == pytest.approx(2.0)
+
+
+def test_unbiased_pass_at_k():
+    assert pass_at_k(8, 0, 3) == 0.0 and pass_at_k(8, 8, 1) == 1.0
+    assert pass_at_k(8, 2, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5)  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    assert pass_curve([1, 0], 4) == pytest.approx([0.125, 0.25, 0.375, 0.5])
+    with pytest.raises(ValueError, match="c <= n"):
+        pass_at_k(4, 5, 1)
+
+
+def test_learning_gain_and_windows():
+    run = _run("dapo", 0, steps=20, **{"train/acc": lambda s: 0.1 if s <= 2 else 0.4 if s > 18 else 0.2})
+    assert accuracy_gain(run) == pytest.approx(0.3)  # last 2 steps 0.4 - first 2 steps 0.1
+    ends = run_endpoints(
+        _run(
+            "a",
+            0,
+            steps=10,
+            **{"train/entropy_all": lambda s: 1.0 - 0.1 * s, "stare/gate_on": lambda s: float(s > 7)},
+        ),
+        branch=5,
+        target=0.3,
+        band=0.2,
+    )
+    assert ends["entropy_all"] == pytest.approx((0.3 + 0.2 + 0.1 + 0.0) / 4)  # last 40% = steps 7..10
+    assert ends["slope"] == pytest.approx(-0.1) and ends["gate_on"] == pytest.approx(3 / 5)
+    assert ends["in_band_all"] == pytest.approx(1 / 5)  # only step 7 (0.3) in [0.24, 0.36]
+
+
+def test_paired_entropy_endpoint_and_push():
+    runs = []
+    for seed, gap in ((0, 0.02), (1, 0.04)):
+        runs.append(
+            _run(
+                "dapo",
+                seed,
+                **{
+                    "train/entropy_all": lambda s: 0.5,
+                    "probe/dH/dapo": lambda s: -0.001,
+                    "stare/gate_on": lambda s: 1.0,  # logged, but dapo never reweights
+                    "probe/dH/stare-o1-w2": lambda s: -0.0008,
+                },
+            )
         )
-    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
-    evals = [
-        {"step": 0, "eval/cd/avg@8": 0.05, "eval/cd/pass@8": 0.30, "eval/cd/entropy": 0.5},
-        {
-            "step": 40,
-            "eval/cd/avg@8": 0.15,
-            "eval/cd/pass@8": 0.18 + (0.02 if gate_from else 0.0),
-            "eval/cd/entropy": 0.3,
-        },
-    ]
-    (d / "eval.jsonl").write_text("\n".join(json.dumps(r) for r in evals) + "\n")
-    return d
+        runs.append(
+            _run(
+                "stare-o1",
+                seed,
+                **{
+                    "train/entropy_all": lambda s, g=gap: 0.5 + (g if s > 5 else 0),
+                    "stare/gate_on": lambda s: 1.0,
+                },
+            )
+        )
+    res = analyse(runs, arms=["dapo", "stare-o1"], baseline="dapo", branch_step=5, target=0.45, band=0.2)
+    p = res.paired["stare-o1"]["entropy_all"]
+    assert (
+        p.diffs == pytest.approx([0.02, 0.04]) and p.positive == 2 and p.estimate.mean == pytest.approx(0.03)
+    )
+    assert res.push["dapo"].mean == pytest.approx(-0.001) and res.push["dapo"].n == 20
+    assert res.push_excess["stare-o1-w2"].mean == pytest.approx(0.0002)
+    assert res.gated == {"stare-o1": ["11111", "11111"]}  # the gate raster: only the arm with a gate
+    assert res.per_arm["dapo"]["gate_on"].n == 0 and res.per_arm["stare-o1"]["gate_on"].mean == 1.0
 
 
-@pytest.fixture
-def bench_dir(tmp_path):
-    for seed, gate in ((0, 20), (1, 25), (2, None)):  # seed 2: the gate never fires
-        _write_run(tmp_path, "dapo", seed)
-        _write_run(tmp_path, "stare-o1", seed, gate_from=gate)
-    return tmp_path
-
-
-def test_mean_ci_matches_hand_computed_student_t():
-    mean, half, n = mean_ci([1.0, 2.0, 3.0])  # sd 1, t_{0.975,2} = 4.303
-    assert (mean, n) == (2.0, 3)
-    assert half == pytest.approx(4.303 / math.sqrt(3))
-    assert math.isnan(mean_ci([0.7])[1]) and mean_ci([])[2] == 0
-
-
-def test_moving_average_is_trailing():
-    assert moving_average([1, 3, 5, 7], 2) == [1, 2, 4, 6]
-
-
-def test_read_jsonl_names_file_and_line_of_a_bad_record(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text('{"step": 1}\n\nnot json\n')
-    with pytest.raises(ValueError, match=r"metrics.jsonl:3"):
-        read_jsonl(path)
-
-
-def test_summary_counts_band_gate_and_final_eval(bench_dir):
-    dapo = load_run(bench_dir / "dapo-s1")
-    s = summarise(dapo, target=None, band=0.2)
-    assert (dapo.arm, dapo.seed) == ("dapo", 1)
-    assert s["in_band"] == pytest.approx(0.5)
-    assert s["gate_rate"] == 0.0 and math.isnan(s["first_gate_step"])
-    assert s["train_acc_final"] == pytest.approx(0.11)
-    assert s["eval/cd/avg@8"] == pytest.approx(0.15) and s["eval/cd/pass@8/best"] == pytest.approx(0.30)
-    assert s["wall_time_s"] == pytest.approx(80.0)
-    stare = load_run(bench_dir / "stare-o1-s0")
-    assert first_gate_step(stare) == 20
-    assert summarise(stare, target=None, band=0.2)["gate_rate"] == pytest.approx(21 / 40)
-
-
-def test_paired_difference_uses_only_steps_after_the_first_gate(bench_dir):
-    base, other = load_run(bench_dir / "dapo-s0"), load_run(bench_dir / "stare-o1-s0")
-    d = paired_differences(base, other)
-    # steps 20..40 = 21 steps; the twin differs by +0.1 on steps 21..40 only: 20 * 0.1 / 21
-    assert d["train/entropy"] == pytest.approx(2.0 / 21)
-    assert d["train/tool_calls"] == pytest.approx(10.0 / 21)
-    assert d["eval/cd/pass@8"] == pytest.approx(0.02)
-    assert paired_differences(base, load_run(bench_dir / "dapo-s1")) is None
-
-
-def test_report_states_expectation_and_measured_differences(bench_dir):
-    runs = [load_run(p) for p in sorted(bench_dir.iterdir())]
-    path = write_report(bench_dir / "report", runs, meta={"title": "synthetic", "preset": "cpu-tiny"})
+def test_report_dir_writes_summary_with_the_documented_schema(tmp_path):
+    for arm in ("dapo", "stare-o1"):
+        for seed in (0, 1):
+            d = tmp_path / f"{arm}-s{seed}"
+            d.mkdir()
+            rows = [
+                {
+                    "step": s,
+                    "train/acc": 0.1 + 0.02 * s,
+                    "train/entropy_all": 0.5 - 0.01 * s,
+                    "train/entropy": 0.49 - 0.01 * s,
+                    "stare/gate_on": float(arm != "dapo" and s > 3),
+                    "train/groups_kept": 12,
+                    "train/gen_rounds": 1,
+                    "probe/dH/dapo": -0.001 * (seed + 1),
+                }
+                for s in range(1, 11)
+            ]
+            (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            held = {
+                "n": 2,
+                "puzzles": [{"id": "a", "difficulty": "easy"}, {"id": "b", "difficulty": "hard"}],
+                "settings": {
+                    "top_p=1": {"correct": [2, 0], "entropy": 0.4, "tool_calls": 1.5, "response_length": 20.0}
+                },
+            }
+            (d / "heldout.json").write_text(json.dumps(held))
+    path = report_from_dir(tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    gain = summary["learning"]["dapo"]["accuracy_gain"]
+    assert gain["mean"] == pytest.approx(0.18) and len(gain["ci95"]) == 2  # step 10 - step 1: 0.02 * 9
+    assert summary["entropy_endpoint"]["n_seeds"] == 2 and summary["entropy_endpoint"]["mean"] == 0.0
+    assert set(summary["entropy_endpoint"]) >= {"mean", "ci95", "mde80", "n_seeds"}
+    assert summary["push"]["dapo"]["mean"] == pytest.approx(-0.0015) and summary["push"]["dapo"]["n"] == 20
+    assert summary["heldout"]["top_p=1"]["dapo"]["pass@1"]["mean"] == pytest.approx(0.5)
     text = path.read_text()
-    assert "weak or nil" in text and "what *this* run measured" in text
-    assert "the gate fired in 2 of 3 seeds (first at steps 20, 25)" in text
-    # seed 0: 20*0.1/21 = 0.09524; seed 1: 15*0.1/16 = 0.09375; mean 0.09449, half-width
-    # t_{0.975,1} * sd / sqrt(2) = 12.706 * 0.001052 / 1.4142 = 0.0095
-    assert "train entropy: +0.094 ± 0.009, 2 of 2 seeds positive: beyond seed noise" in text
-    assert "| held-out cd/pass@8, at step 0 (the warm start) | 0.300 ± 0.000 | 0.300 ± 0.000 |" in text
-    band_row = next(line for line in text.splitlines() if line.startswith("| share of steps with entropy"))
-    assert band_row.split("|")[2].strip() == "0.50 ± 0.00"  # dapo: 20 of 40 steps in every seed
-    assert "| held-out cd/avg@8, final | 0.150 ± 0.000 | 0.150 ± 0.000 |" in text
-    for name in ("entropy.png", "accuracy.png", "length.png", "gate.png"):
-        assert f"![{name}]({name})" in text
-        image = mpimg.imread(bench_dir / "report" / name)
-        assert image.shape[0] >= 300 and image.shape[1] >= 600
-        assert image[..., :3].std() > 0.05  # not a blank canvas
-
-
-def test_entropy_plot_draws_the_band_and_the_seed_mean(bench_dir):
-    runs = [load_run(bench_dir / f"stare-o1-s{s}") for s in range(3)]
-    fig = plot_entropy(runs, target=TARGET, band=0.2, window=1)
-    ax = fig.axes[0]
-    band = ax.patches[0]  # the axhspan rectangle, y in data coordinates
-    assert band.get_y() == pytest.approx(0.288) and band.get_y() + band.get_height() == pytest.approx(0.432)
-    mean_line = next(line for line in ax.lines if line.get_label().startswith("stare-o1 (mean of 3)"))
-    steps, values = seed_mean_curve(runs, "train/entropy", 1)
-    assert list(mean_line.get_xdata()) == steps == list(range(1, 41))
-    # step 26: seeds 0 and 1 are past their gate (+0.1), seed 2 is not: (0.46 + 0.46 + 0.36) / 3
-    assert values[25] == pytest.approx((0.46 + 0.46 + 0.36) / 3)
-
-
-def test_load_run_needs_a_recognisable_name(tmp_path):
-    (tmp_path / "weird").mkdir()
-    with pytest.raises(ValueError, match="<arm>-s<seed>"):
-        load_run(tmp_path / "weird")
+    assert "all-episode entropy" in text and "TRAINING accuracy" in text and "HELD-OUT pass@k" in text
+    assert "gate.png" in text and (tmp_path / "heldout.png").exists()

@@ -82,12 +82,3 @@ def test_envs_without_a_sandbox_argument_get_none(make_cfg):
     env = runtime.make_env_factory(make_cfg("data.env=stare/MathCoT-v0"), RecordingSandbox())()
     env.reset(seed=0)                                      # no TypeError: sandbox= was not passed
     env.close()
-
-
-def test_bench_reserves_without_starting_a_sandbox(monkeypatch, no_shared_sandbox):
-    from training.bench import live_episodes, reserve_sandbox_sessions
-    from training.config import load_config
-    cfg = load_config("cpu-tiny", ["rollout.prompts_per_step=16", "rollout.group_size=8", "eval.limit=64",
-                                   "eval.k=8"])
-    reserve_sandbox_sessions(cfg)
-    assert local_module._shared is None and local_module._shared_reserved == live_episodes(cfg) == 512

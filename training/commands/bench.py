@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from training.bench import BenchPlan, parse_arms, parse_seeds, report_from_dir, run_bench
+
 
 def bench(
     overrides: Annotated[
@@ -20,7 +22,9 @@ def bench(
     arms: Annotated[
         str, typer.Option(help="Comma-separated algorithm presets; the first is the baseline.")
     ] = "dapo,stare-o1",
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds, or n=<count> for 0..count-1.")] = "0,1,2",
+    seeds: Annotated[
+        str, typer.Option(help="Comma-separated seeds, or n=<count> for 0..count-1.")
+    ] = "0,1,2,3",
     steps: Annotated[int, typer.Option(help="Training steps per run (0 = the preset's train.steps).")] = 0,
     name: Annotated[
         str, typer.Option(help="Bench name: runs/<name>/ (default: bench-<preset>-<time>).")
@@ -30,6 +34,13 @@ def bench(
     threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
     cache_dir: Annotated[str, typer.Option(help="Cache of preset warm starts.")] = ".cache/stare",
     band: Annotated[float, typer.Option(help="Relative half-width of the target-entropy band.")] = 0.2,
+    branch_frac: Annotated[
+        float, typer.Option(help="Share of the steps played as one DAPO trunk per seed.")
+    ] = 0.3,
+    target: Annotated[float | None, typer.Option(help="Fixed H_tgt instead of the trunk rule.")] = None,
+    probe_every: Annotated[int, typer.Option(help="Counterfactual probe every N steps (0 = off).")] = 4,
+    heldout_limit: Annotated[int, typer.Option(help="Held-out puzzles of the final evaluation.")] = 256,
+    heldout_n: Annotated[int, typer.Option(help="Samples per held-out puzzle.")] = 8,
     no_defaults: Annotated[bool, typer.Option("--no-defaults", help="Skip the bench's budget overrides.")] = (
         False
     ),
@@ -38,8 +49,6 @@ def bench(
     ] = None,
 ) -> None:
     """Benchmark STARE against DAPO: train every arm × seed, then write runs/<name>/report.md with plots."""
-    from training.bench import BenchPlan, parse_arms, parse_seeds, report_from_dir, run_bench
-
     try:
         if report_only is not None:
             path = report_from_dir(report_only, band=band)
@@ -56,6 +65,11 @@ def bench(
                 threads=threads,
                 cache_dir=cache_dir,
                 band=band,
+                branch_frac=branch_frac,
+                target=target,
+                probe_every=probe_every,
+                heldout_limit=heldout_limit,
+                heldout_n=heldout_n,
                 extra={"command": "stare " + shlex.join(sys.argv[1:])},
                 use_defaults=not no_defaults,
             )

@@ -1,11 +1,16 @@
 """Warm-start demonstrations: an imperfect scripted Countdown searcher, played through the real env.
 
-The searcher (CPU_DEMO.md Part 2) picks k uniform in {1, ..., max_tries}, then tries up to k distinct
-random candidate expressions, chosen independently of the target (a three-number form with
-probability `three_number_share`, else a two-number form), each with one `code_interpreter` call
-`print(EXPR)`. It boxes the first candidate that hits the target, or the last one tried. Its success
-rate is therefore low and uneven (hard puzzles have 2-4 solving strings among up to 180), which is
-what leaves room for RL and makes premature collapse costly.
+The searcher tries distinct candidate expressions, each with one `code_interpreter` call
+`print(EXPR)`, until one hits the target or it gives up: after a miss it tries again with
+probability `persist`, up to `max_tries` (or, with `persist=None`, it draws k ~ U{1..max_tries}
+tries up front). Each try is target-aware with
+probability `aware`: it picks uniformly among the untried candidates that reach the target (so the
+demonstrated solutions stay diverse); otherwise it picks a random candidate regardless of the target
+(a three-number form with probability `three_number_share`, else a two-number form). It boxes the
+first candidate that hits the target, or the last one tried. Its success rate is therefore partial
+and uneven (hard puzzles have 2-4 solving strings among up to 180): the warm start solves some
+puzzles some of the time, which leaves RL a signal, and several solutions per easy puzzle keep the
+optimum stochastic, which makes premature collapse costly.
 
 The scripted turns are replayed by `agents.ScriptedPolicy` through `agents.rollout_batch` on the
 real env, so each demonstration has exactly the tokens, tool output, template glue and loss masks
@@ -23,31 +28,55 @@ from agents.policy import Completion, SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
 from agents.scripted import ScriptedPolicy
 from agents.trajectory import Trajectory
-from tasks.countdown import countdown_candidates, evaluate_expression
+from tasks.countdown import countdown_candidates, countdown_solutions, evaluate_expression
 from tasks.task import Task
 from training.preset.tokenizer import tool_call_text
 
 
 def scripted_turns(
-    task: Task, rng: random.Random, *, max_tries: int = 4, three_number_share: float = 0.75
+    task: Task,
+    rng: random.Random,
+    *,
+    max_tries: int = 3,
+    aware: float = 0.0,
+    persist: float | None = None,
+    three_number_share: float = 0.75,
 ) -> tuple[list[str], bool]:
     r"""The searcher's assistant turns for one Countdown task, and whether its boxed answer hits.
+
+    Args:
+        task: A Countdown task (`meta["numbers"]`, `meta["target"]`).
+        rng: Source of every choice.
+        max_tries: Most tries.
+        aware: Probability that a try picks among the untried solving candidates (uniformly).
+        persist: After a miss, the probability of trying again (up to `max_tries`); None = draw the
+            number of tries k ~ U{1..max_tries} up front (the blind searcher of the first preset).
+        three_number_share: Probability that a blind try uses all three numbers.
 
     Returns:
         (turns, hit): k tool-call turns then one `\\boxed{EXPR}` turn; `hit` is True when EXPR
         evaluates to the target.
     """
+    if not 0.0 <= aware <= 1.0 or not (persist is None or 0.0 <= persist <= 1.0):
+        raise ValueError(f"scripted_turns: aware and persist must be probabilities in [0, 1], got "
+                         f"aware={aware}, persist={persist}")
     numbers, target = task.meta["numbers"], int(task.meta["target"])
     by_size: dict[int, list[str]] = {2: [], 3: []}
     for expr in countdown_candidates(numbers):
         by_size[len(re.findall(r"\d+", expr))].append(expr)
+    solving = countdown_solutions(numbers, target)
     tried: list[str] = []
     hit = False
-    for _ in range(rng.randint(1, max_tries)):
+    tries = max_tries if persist is not None else rng.randint(1, max_tries)
+    for attempt in range(tries):
+        if persist is not None and attempt and rng.random() >= persist:
+            break
         size = 3 if rng.random() < three_number_share else 2
         fresh = [e for e in by_size[size] if e not in tried] or [
             e for e in by_size[5 - size] if e not in tried
         ]
+        if aware and rng.random() < aware and solving:  # aware=0 keeps the blind searcher's draws
+            fresh = solving
         if not fresh:
             break
         tried.append(rng.choice(fresh))
@@ -91,7 +120,9 @@ def make_demos(
     initial_prompt: Callable[[Task], list[int]],
     limits: RolloutLimits,
     seed: int,
-    max_tries: int = 4,
+    max_tries: int = 3,
+    aware: float = 0.0,
+    persist: float | None = None,
     max_workers: int = 4,
     chunk: int = 64,
 ) -> tuple[list[Trajectory], dict[str, float]]:
@@ -106,6 +137,8 @@ def make_demos(
         limits: Rollout budgets, as in RL.
         seed: Seed of the searcher's choices.
         max_tries: Largest k.
+        aware: Probability that a try is target-aware (see `scripted_turns`).
+        persist: Probability of trying again after a miss (see `scripted_turns`).
         max_workers: Threads running tool calls concurrently.
         chunk: Episodes per `rollout_batch` call (at most one per task; the env opens one interpreter
             session per live episode, and the local sandbox caps live sessions at 64).
@@ -121,7 +154,9 @@ def make_demos(
         part = jobs[lo : lo + chunk]
         scripts, hits = {}, {}
         for task in part:
-            turns, hits[task.id] = scripted_turns(task, rng, max_tries=max_tries)
+            turns, hits[task.id] = scripted_turns(
+                task, rng, max_tries=max_tries, aware=aware, persist=persist
+            )
             scripts[tuple(initial_prompt(task))] = ScriptedPolicy(turns, tokenizer)
         played = rollout_batch(
             make_env,

@@ -39,24 +39,28 @@ class PresetSettings:
             "dataset": "countdown-train",
             "system_prompt": None,
             "prompt_template": "plain",
-            "max_tool_turns": 5,
+            "max_tool_turns": 3,
         }
     )
-    """`envs.make` kwargs: bare prompt `Use a b c to make T`, no system prompt, at most 5 tool turns."""
-    max_turns: int = 6
-    """Assistant turns per episode (5 tool calls and an answer)."""
+    """`envs.make` kwargs: bare prompt `Use a b c to make T`, no system prompt, at most 3 tool turns."""
+    max_turns: int = 4
+    """Assistant turns per episode (3 tool calls and an answer)."""
     max_new_tokens: int = 32
     """New tokens per assistant turn (a tool call is ~10 tokens, an answer ~8)."""
-    max_response_tokens: int = 128
+    max_response_tokens: int = 96
     """Sampled + injected tokens per episode (each tool round trip is ~22)."""
     max_tool_output_tokens: int = 16
     """Tokens of one tool output kept in the context."""
     demo_puzzles: int = 0
-    """Training puzzles with demonstrations (0 = all 922 of countdown-train)."""
-    demo_copies: int = 2
+    """Training puzzles with demonstrations (0 = all 615 of countdown-train)."""
+    demo_copies: int = 4
     """Scripted searches per training puzzle."""
-    demo_max_tries: int = 4
-    """The searcher tries k ~ U{1..demo_max_tries} candidates."""
+    demo_max_tries: int = 3
+    """The searcher tries at most this many candidates."""
+    demo_aware: float = 0.5
+    """Probability that one try of the searcher picks among the solving candidates (`scripted_turns`)."""
+    demo_persist: float = 0.85
+    """Probability that the searcher tries again after a miss (`scripted_turns`)."""
     sft_steps: int = 800
     """SFT optimizer steps."""
     sft_batch_size: int = 64

@@ -11,12 +11,15 @@ from tasks.task import Task
 from training.preset.demos import scripted_turns
 
 
-def countdown_solver(task: Task, rng: random.Random, *, max_tries: int = 4) -> list[str] | None:
+def countdown_solver(task: Task, rng: random.Random, *, max_tries: int = 3, aware: float = 0.0,
+                     persist: float | None = None) -> list[str] | None:
     """The searcher's assistant turns for a Countdown task; None for tasks without Countdown numbers.
 
-    It tries k ~ U{1..max_tries} candidate expressions with `code_interpreter` and boxes the first
-    hit or the last try, so some of its demonstrations are wrong on purpose (room left for RL).
+    It tries candidate expressions with `code_interpreter` (k ~ U{1..max_tries} up front, or, with
+    `persist`, another try after each miss with that probability; with probability `aware` a try
+    picks among the solving candidates) and boxes the first hit or the last try, so some of its
+    demonstrations are wrong on purpose (room left for RL). See `scripted_turns`.
     """
     if "numbers" not in task.meta or "target" not in task.meta:
         return None
-    return scripted_turns(task, rng, max_tries=max_tries)[0]
+    return scripted_turns(task, rng, max_tries=max_tries, aware=aware, persist=persist)[0]
