@@ -1,6 +1,6 @@
 """Countdown with a tool: make a target from 3 small numbers with + - * and brackets.
 
-The CPU benchmark task (CPU_DEMO.md Part 2). A puzzle is `numbers` (3 digits 1..9, repeats allowed)
+The CPU benchmark task (docs/bench.md). A puzzle is `numbers` (3 digits 1..9, repeats allowed)
 and a `target` 10 <= T <= 99 that some expression using all three numbers reaches. Its difficulty is
 the number of candidate expression strings (`countdown_candidates`) that evaluate to T: "hard" if at
 most 4 (usually one real solution in its commutative variants), "easy" otherwise.

@@ -23,7 +23,7 @@ def test_default_dataset_draw_is_seeded():
 
 
 def test_countdown_tasks_use_their_own_grader():
-    task = tasks.load("countdown-train")[0]  # Use 4 7 7 to make 45
+    task = next(t for t in tasks.load("countdown-train") if t.prompt == "Use 4 7 7 to make 45")
     env = MathCoTEnv(dataset=[task])
     env.reset(seed=0)
     assert env.step("\\boxed{7*7-4}").reward == 1.0

@@ -177,6 +177,6 @@ def test_default_prompt_uses_the_task_style_and_templates_can_be_style_names(fak
     assert messages[1]["content"] == tasks.format_prompt(task)  # the countdown style
     messages, _ = PythonToolEnv(dataset=[task], sandbox=fake_sandbox, prompt_template="plain",
                                 system_prompt=None).reset(seed=0)
-    assert messages == [{"role": "user", "content": "Use 4 7 7 to make 45"}]
+    assert messages == [{"role": "user", "content": task.prompt}]
     with pytest.raises(ValueError, match="must contain '{prompt}' or be a style name"):
         PythonToolEnv(dataset=[task], prompt_template="fancy")
