@@ -3,26 +3,34 @@
 Each arm gets one colour: its seed-mean curve (trailing moving average over `WINDOW` steps, stated in
 every axis label) drawn solid, each seed thin. The branch point is a dotted vertical line. Held-out
 results are points with CIs (never joined by a line across evaluations). The builders return the
-`Figure` so tests can read the plotted data back.
+`Figure` so tests can read the plotted data back. matplotlib is imported on first use (`_pyplot`),
+so `stare --help` does not pay for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+from training.bench.analysis import ENTROPY_ALL, ENTROPY_GATE, Results
+from training.bench.runs import Run
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from matplotlib.figure import Figure  # noqa: E402
-
-from training.bench.analysis import ENTROPY_ALL, ENTROPY_GATE, Results  # noqa: E402
-from training.bench.runs import Run  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 WINDOW = 10
 """Trailing moving-average window (steps) of every training curve."""
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def moving_average(xs: Sequence[float], window: int) -> list[float]:
@@ -61,7 +69,7 @@ def plot_metric(
     style: str = "-",
 ) -> Figure:
     """Per-arm seed-mean of `key` (thick) over per-seed curves (thin), smoothed over `WINDOW` steps."""
-    fig = ax.figure if ax is not None else plt.figure(figsize=(7, 4))
+    fig = ax.figure if ax is not None else _pyplot().figure(figsize=(7, 4))
     ax = ax if ax is not None else fig.add_subplot()
     for i, (arm, arm_runs) in enumerate(_arms(runs).items()):
         for run in arm_runs:
@@ -85,22 +93,18 @@ def plot_metric(
 
 def entropy_figure(runs: Sequence[Run], res: Results) -> Figure:
     """Left: all-episode entropy; right: the gate's H̄ (kept groups); both with the H_tgt band."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-    plot_metric(
+    fig, axes = _panels(
         runs,
-        ENTROPY_ALL,
-        ylabel="all-episode entropy (nats)",
-        branch=res.branch_step,
-        ax=axes[0],
-        title="training entropy over ALL episodes (train/entropy_all)",
-    )
-    plot_metric(
-        runs,
-        ENTROPY_GATE,
-        ylabel="gate H̄ (nats)",
-        branch=res.branch_step,
-        ax=axes[1],
-        title="the gate's H̄: kept groups only (train/entropy)",
+        res,
+        [
+            (
+                ENTROPY_ALL,
+                "all-episode entropy (nats)",
+                "training entropy over ALL episodes (train/entropy_all)",
+            ),
+            (ENTROPY_GATE, "gate H̄ (nats)", "the gate's H̄: kept groups only (train/entropy)"),
+        ],
+        sharey=True,
     )
     if res.target:
         for ax in axes:
@@ -115,7 +119,7 @@ def gate_raster(res: Results) -> Figure | None:
     rows = [(arm, i, bits) for arm, seeds in res.gated.items() for i, bits in enumerate(seeds)]
     if not rows:
         return None
-    fig = plt.figure(figsize=(7, 0.4 * len(rows) + 1))
+    fig = _pyplot().figure(figsize=(7, 0.4 * len(rows) + 1))
     ax = fig.add_subplot()
     image = [[int(b) for b in bits] for _, _, bits in rows]
     width = max(len(r) for r in image)
@@ -137,7 +141,7 @@ def heldout_figure(res: Results) -> Figure | None:
     """Unbiased pass@k, k = 1..n, per arm and sampling setting: points with 95% CI over seeds."""
     if not res.heldout:
         return None
-    fig, axes = plt.subplots(1, len(res.heldout), figsize=(6 * len(res.heldout), 4), squeeze=False)
+    fig, axes = _pyplot().subplots(1, len(res.heldout), figsize=(6 * len(res.heldout), 4), squeeze=False)
     for ax, (setting, by_arm) in zip(axes[0], res.heldout.items(), strict=True):
         for i, (arm, agg) in enumerate(by_arm.items()):
             ks = [k + 1 + 0.08 * (i - 0.5) for k in range(agg["n"])]
@@ -158,7 +162,7 @@ def push_figure(res: Results) -> Figure | None:
     """Per-update probe entropy change of each counterfactual (mean, 95% block-bootstrap CI)."""
     if not res.push:
         return None
-    fig = plt.figure(figsize=(7, 4))
+    fig = _pyplot().figure(figsize=(7, 4))
     ax = fig.add_subplot()
     names = list(res.push)
     for i, name in enumerate(names):
@@ -215,28 +219,29 @@ def write_plots(out_dir: Path, runs: Sequence[Run], res: Results) -> list[tuple[
         if fig is None:
             continue
         fig.savefig(Path(out_dir) / name, dpi=110)
-        plt.close(fig)
+        _pyplot().close(fig)
         out.append((name, caption))
     return out
 
 
 def _behaviour(runs: Sequence[Run], res: Results) -> Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    plot_metric(
+    fig, _ = _panels(
         runs,
-        "train/tool_calls",
-        ylabel="tool calls",
-        title="tool calls per episode",
-        branch=res.branch_step,
-        ax=axes[0],
-    )
-    plot_metric(
-        runs,
-        "train/response_length",
-        ylabel="sampled tokens",
-        title="response length",
-        branch=res.branch_step,
-        ax=axes[1],
+        res,
+        [
+            ("train/tool_calls", "tool calls", "tool calls per episode"),
+            ("train/response_length", "sampled tokens", "response length"),
+        ],
     )
     fig.tight_layout()
     return fig
+
+
+def _panels(
+    runs: Sequence[Run], res: Results, panels: Sequence[tuple[str, str, str]], *, sharey: bool = False
+) -> tuple[Figure, Any]:
+    """One figure with a `plot_metric` panel per (key, ylabel, title), side by side; (figure, axes)."""
+    fig, axes = _pyplot().subplots(1, len(panels), figsize=(6 * len(panels), 4), sharey=sharey)
+    for ax, (key, ylabel, title) in zip(axes, panels, strict=True):
+        plot_metric(runs, key, ylabel=ylabel, title=title, branch=res.branch_step, ax=ax)
+    return fig, axes

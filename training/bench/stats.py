@@ -9,7 +9,8 @@
     seeds_needed(effect, sd)   smallest n with mde80(sd, n) ≤ |effect|
     slope(x, y)           least-squares slope
 
-Randomness is seeded (`SEED`) so a report is reproducible.
+Randomness is seeded (`SEED`) so a report is reproducible. scipy is imported inside the functions that
+use it, so `stare --help` does not pay for it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
 
 SEED = 0
 ALPHA = 0.05
@@ -57,6 +57,13 @@ def _clean(values: Sequence[float]) -> np.ndarray:
     return xs[~np.isnan(xs)]
 
 
+def _t_crit(df: int) -> float:
+    """t_{1−α/2, df}: the two-sided Student-t critical value."""
+    from scipy import stats
+
+    return float(stats.t.ppf(1 - ALPHA / 2, df))
+
+
 def mean_ci(values: Sequence[float]) -> Estimate:
     """Mean and 95% Student-t CI over independent units (seeds); NaNs ignored; CI nan for n < 2."""
     xs = _clean(values)
@@ -65,12 +72,14 @@ def mean_ci(values: Sequence[float]) -> Estimate:
     mean = float(xs.mean())
     if xs.size == 1:
         return Estimate(mean, math.nan, math.nan, 1)
-    half = float(stats.t.ppf(1 - ALPHA / 2, xs.size - 1) * xs.std(ddof=1) / math.sqrt(xs.size))
+    half = _t_crit(xs.size - 1) * float(xs.std(ddof=1)) / math.sqrt(xs.size)
     return Estimate(mean, mean - half, mean + half, int(xs.size))
 
 
 def paired_test(diffs: Sequence[float]) -> tuple[float, float, int]:
     """(paired t-test p, two-sided sign-test p, number of positive differences); nan p for n < 2."""
+    from scipy import stats
+
     d = _clean(diffs)
     positive = int((d > 0).sum())
     if d.size < 2:
@@ -115,7 +124,9 @@ def puzzle_bootstrap(a: Sequence[float], b: Sequence[float]) -> Estimate:
 
 def _power(effect: float, sd: float, n: int) -> float:
     """Power of the two-sided one-sample t-test at α for a true mean `effect` (noncentral t)."""
-    df, crit = n - 1, stats.t.ppf(1 - ALPHA / 2, n - 1)
+    from scipy import stats
+
+    df, crit = n - 1, _t_crit(n - 1)
     nc = effect * math.sqrt(n) / sd
     upper, lower = stats.nct.sf(crit, df, nc), stats.nct.cdf(-crit, df, nc)
     upper = upper if not math.isnan(upper) else float(nc > crit)  # scipy's nct can fail far in the tail
@@ -126,7 +137,9 @@ def mde80(sd: float, n: int) -> float:
     """Smallest |mean| detected with 80% power by a paired t-test over n units of spread sd (nan if n < 2)."""
     if n < 2 or not sd > 0:
         return math.nan
-    hi = (stats.t.ppf(1 - ALPHA / 2, n - 1) + 5) * sd / math.sqrt(n)  # noncentrality crit + 5: power ~ 1
+    from scipy import optimize
+
+    hi = (_t_crit(n - 1) + 5) * sd / math.sqrt(n)  # noncentrality crit + 5: power ~ 1
     return float(optimize.brentq(lambda e: _power(e, sd, n) - 0.8, 1e-9 * hi, hi))
 
 

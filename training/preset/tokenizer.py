@@ -19,10 +19,12 @@ import json
 import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
-from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+if TYPE_CHECKING:  # transformers is imported where used: it costs ~1 s of CPU at `stare --help`
+    from transformers import PreTrainedTokenizerFast
 
 PAD, BOS_TURN, EOS_TURN, UNK = "<|pad|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 TOOL_MARKUP = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
@@ -130,6 +132,9 @@ def build_tokenizer(corpus: Iterable[str] | None = None, *, vocab_size: int = 51
         markup as additional special tokens, `format_tokens` as added tokens, and the ChatML
         `chat_template`. Deterministic for a given corpus.
     """
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
     tk = Tokenizer(models.BPE())
     tk.normalizer = normalizers.NFC()
     tk.pre_tokenizer = pre_tokenizers.Sequence(
