@@ -82,10 +82,9 @@ class VLLMConfig:
     def __post_init__(self) -> None:
         _positive("rollout.vllm", self, "tensor_parallel_size")
         _at_most("rollout.vllm", self, tensor_parallel_size=MAX_WORKERS, max_model_len=MAX_TOKENS)
-        if not 0 < self.gpu_memory_utilization <= 1 or self.max_model_len < 0:
-            raise ValueError("rollout.vllm: need gpu_memory_utilization in (0, 1] and max_model_len >= 0; "
-                             f"got gpu_memory_utilization={self.gpu_memory_utilization}, "
-                             f"max_model_len={self.max_model_len}")
+        _need("rollout.vllm", self, 0 < self.gpu_memory_utilization <= 1 and self.max_model_len >= 0,
+              "gpu_memory_utilization in (0, 1] and max_model_len >= 0",
+              "gpu_memory_utilization", "max_model_len")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,14 +187,12 @@ class OptimConfig:
     def __post_init__(self) -> None:
         if not 0 < self.lr <= 1:
             raise ValueError(f"optim.lr must be in (0, 1] (e.g. 1e-6 for a 7B model), got {self.lr}")
-        if self.weight_decay < 0 or self.eps <= 0 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"optim: need weight_decay >= 0, eps > 0 and betas in [0, 1); got "
-                             f"weight_decay={self.weight_decay}, eps={self.eps}, betas={self.betas}")
+        _need("optim", self, self.weight_decay >= 0 and self.eps > 0 and all(0 <= b < 1 for b in self.betas),
+              "weight_decay >= 0, eps > 0 and betas in [0, 1)", "weight_decay", "eps", "betas")
         _at_most("optim", self, warmup_steps=MAX_STEPS)
-        if self.grad_clip < 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError("optim: need grad_clip >= 0, warmup_steps >= 0, min_lr_ratio in [0, 1]; got "
-                             f"grad_clip={self.grad_clip}, warmup_steps={self.warmup_steps}, "
-                             f"min_lr_ratio={self.min_lr_ratio}")
+        _need("optim", self, self.grad_clip >= 0 and self.warmup_steps >= 0 and 0 <= self.min_lr_ratio <= 1,
+              "grad_clip >= 0, warmup_steps >= 0, min_lr_ratio in [0, 1]",
+              "grad_clip", "warmup_steps", "min_lr_ratio")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,6 +300,13 @@ def _positive(section: str, obj: Any, *names: str) -> None:
         value = getattr(obj, name)
         if value < 1:
             raise ValueError(f"{section}.{name} must be >= 1, got {value}")
+
+
+def _need(section: str, obj: Any, ok: bool, rule: str, *names: str) -> None:
+    """Unless `ok`, raise "<section>: need <rule>; got name=value, ..." for the fields `names`."""
+    if not ok:
+        got = ", ".join(f"{name}={getattr(obj, name)}" for name in names)
+        raise ValueError(f"{section}: need {rule}; got {got}")
 
 
 def _at_most(section: str, obj: Any, **caps: int) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from training.bench.heldout import read_heldout
+from training.jsonl import jsonl_lines
 
 
 @dataclass
@@ -49,13 +49,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{n}: not valid JSON ({err.msg}); fix or remove the line") from err
+    for n, record in jsonl_lines(path):
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{n}: expected a JSON object per line, got {type(record).__name__}")
         out.append(record)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -60,3 +61,36 @@ def build_tiny_model(
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
+
+
+@dataclass(frozen=True, kw_only=True)
+class TinySpec:
+    """Size of a from-scratch model (the CPU preset's defaults: ~0.3M parameters)."""
+
+    hidden_size: int = 64
+    num_layers: int = 4
+    intermediate_size: int = 256
+    num_heads: int = 4
+    vocab_size: int = 512
+    """Upper bound of the learned BPE vocabulary."""
+    seed: int = 0
+
+    @classmethod
+    def of(cls, settings: Any) -> TinySpec:
+        """The spec's fields read from an object that has them all (e.g. a preset's settings)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
+
+def build_from_spec(
+    tokenizer: PreTrainedTokenizerBase, spec: TinySpec, *, max_positions: int = 512
+) -> Qwen2ForCausalLM:
+    """`build_tiny_model` sized by `spec` (its `vocab_size` is the tokenizer's business, not used here)."""
+    return build_tiny_model(
+        tokenizer,
+        hidden_size=spec.hidden_size,
+        num_layers=spec.num_layers,
+        intermediate_size=spec.intermediate_size,
+        num_heads=spec.num_heads,
+        max_positions=max_positions,
+        seed=spec.seed,
+    )

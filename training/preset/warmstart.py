@@ -39,7 +39,7 @@ from tasks.registry import load
 from training.evaluate import evaluate_set
 from training.preset.demos import demo_stats
 from training.preset.lock import locked
-from training.preset.model import build_tiny_model
+from training.preset.model import TinySpec, build_from_spec
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
 from training.preset.smollm2 import resolve_smollm2
 from training.preset.solver import countdown_solver
@@ -85,14 +85,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
     torch.manual_seed(settings.seed)
     train_tasks = _load_tasks(settings.env_kwargs.get("dataset", "countdown-train"))
     tokenizer = build_tokenizer(synthetic_corpus(seed=settings.seed), vocab_size=settings.vocab_size)
-    model = build_tiny_model(
-        tokenizer,
-        hidden_size=settings.hidden_size,
-        num_layers=settings.num_layers,
-        intermediate_size=settings.intermediate_size,
-        num_heads=settings.num_heads,
-        seed=settings.seed,
-    )
+    model = build_from_spec(tokenizer, TinySpec.of(settings))
     make_env = make_env_factory(settings)
     t0 = time.perf_counter()
     puzzles = train_tasks[: settings.demo_puzzles or None]

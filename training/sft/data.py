@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training.jsonl import jsonl_lines
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -110,16 +112,7 @@ def read_demos(path: str | Path) -> list[Demo]:
         return [check_record(_plain(row), f"{path} row {i}") for i, row in enumerate(_parquet(path))]
     if path.suffix not in (".jsonl", ".json"):
         raise DemoFileError(f"{path}: unknown demonstration file type; use .jsonl or .parquet")
-    demos = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DemoFileError(f"{path} line {i}: not JSON ({err})") from None
-        demos.append(check_record(record, f"{path} line {i}"))
-    return demos
+    return [check_record(record, f"{path} line {i}") for i, record in jsonl_lines(path, DemoFileError)]
 
 
 def _parquet(path: Path) -> list[dict[str, Any]]:

@@ -11,26 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from training.preset.model import build_tiny_model
+from training.preset.model import TinySpec, build_from_spec
 from training.preset.tokenizer import SPECIAL_TOKENS, build_tokenizer, render_chatml
 from training.sft.data import Demo
 from training.sft.encode import assistant_text, encode_demo
-
-
-@dataclass(frozen=True, kw_only=True)
-class TinySpec:
-    """Size of a from-scratch model (the CPU preset's defaults: ~0.3M parameters)."""
-
-    hidden_size: int = 64
-    num_layers: int = 4
-    intermediate_size: int = 256
-    num_heads: int = 4
-    vocab_size: int = 512
-    """Upper bound of the learned BPE vocabulary."""
-    seed: int = 0
 
 
 def format_tokens(demos: Sequence[Demo]) -> tuple[str, ...]:
@@ -71,7 +57,7 @@ def demo_corpus(demos: Sequence[Demo], fixed: Sequence[str]) -> Iterator[str]:
                 yield segment
 
 
-def build_scratch(demos: Sequence[Demo], spec: TinySpec = TinySpec()) -> tuple[Any, Any]:
+def build_scratch(demos: Sequence[Demo], spec: TinySpec = TinySpec()) -> tuple[Any, Any]:  # noqa: B008 (frozen)
     """(model, tokenizer) sized from `demos`: vocabulary from their text, context 2 × the longest one."""
     if not demos:
         raise ValueError("a from-scratch model needs demonstrations to size its tokenizer")
@@ -81,13 +67,4 @@ def build_scratch(demos: Sequence[Demo], spec: TinySpec = TinySpec()) -> tuple[A
     positions = 64
     while positions < 2 * longest:
         positions *= 2
-    model = build_tiny_model(
-        tokenizer,
-        hidden_size=spec.hidden_size,
-        num_layers=spec.num_layers,
-        intermediate_size=spec.intermediate_size,
-        num_heads=spec.num_heads,
-        max_positions=positions,
-        seed=spec.seed,
-    )
-    return model, tokenizer
+    return build_from_spec(tokenizer, spec, max_positions=positions), tokenizer
