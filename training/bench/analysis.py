@@ -238,7 +238,15 @@ def analyse(
     """All endpoints of a bench (see the module docstring)."""
     seeds = sorted({r.seed for r in runs})
     steps = max(int(r.metrics[-1]["step"]) for r in runs)
-    res = Results(arms, baseline, seeds, steps=steps, branch_step=branch_step, target=target, band=band)
+    res = Results(
+        arms=arms,
+        baseline=baseline,
+        seeds=seeds,
+        steps=steps,
+        branch_step=branch_step,
+        target=target,
+        band=band,
+    )
     ends = {(r.arm, r.seed): run_endpoints(r, branch=branch_step, target=target, band=band) for r in runs}
     for (arm, _), e in ends.items():
         if not has_gate(arm):
