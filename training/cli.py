@@ -32,3 +32,7 @@ for _command in (*train.COMMANDS, *bench.COMMANDS, *sft.COMMANDS):   # train, ev
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":   # `python -m training.cli ...` works like `stare ...`
+    main()
