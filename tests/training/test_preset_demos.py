@@ -5,8 +5,9 @@ import torch
 
 from agents.trajectory import Segment
 from tasks.countdown import countdown_splits
+from tests.training.scripted_demos import make_demos
 from training.preset import build_tiny_model, build_tokenizer, get_preset
-from training.preset.demos import make_demos, scripted_turns
+from training.preset.demos import scripted_turns
 from training.preset.warmstart import make_env_factory, rollout_limits
 from training.sft.loop import SFTConfig, lr_at, sft_loss, train_sft
 

@@ -9,8 +9,8 @@ import torch
 from agents.episode import RolloutLimits
 from agents.trajectory import Segment
 from tasks.countdown import countdown_splits
+from tests.training.scripted_demos import make_demos
 from training.preset import build_tiny_model, build_tokenizer, get_preset
-from training.preset.demos import make_demos
 from training.preset.solver import countdown_solver
 from training.preset.warmstart import make_env_factory, rollout_limits
 from training.sft.data import DemoFileError, check_record, dedupe, read_demos, write_demos
