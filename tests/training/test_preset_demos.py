@@ -100,3 +100,21 @@ def test_lr_schedule_warms_up_then_decays_to_zero():
     assert lr_at(55, cfg) == pytest.approx(0.5) and lr_at(100, cfg) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="warmup_steps"):
         SFTConfig(steps=10, warmup_steps=10)
+
+
+def test_check_mode_calls_answer_zero_exactly_on_a_hit():
+    """`check=True` prints EXPR-TARGET: through the real env the tool says 0 on the hit and only there."""
+    from training.sft.demos import play_script
+
+    tasks = list(countdown_splits()["train"][:12])
+    rng, make_env, hits = random.Random(3), make_env_factory(SETTINGS), 0
+    for task in tasks:
+        turns, hit = scripted_turns(task, rng, aware=0.5, persist=0.85, check=True)
+        target = task.meta["target"]
+        assert all(t.endswith(f'-{target})"}}}}</tool_call>') for t in turns[:-1])
+        demo = play_script(make_env, task, turns, max_turns=SETTINGS.max_turns)
+        outputs = [m["content"].strip() for m in demo.messages if m["role"] == "tool"]
+        assert outputs[:-1] == [o for o in outputs[:-1] if o != "0"]  # every try before the last missed
+        assert (outputs[-1] == "0") == hit == (demo.reward > 0)
+        hits += hit
+    assert 0 < hits < len(tasks)

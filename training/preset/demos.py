@@ -37,6 +37,7 @@ def scripted_turns(
     aware: float = 0.0,
     persist: float | None = None,
     three_number_share: float = 0.75,
+    check: bool = False,
 ) -> tuple[list[str], bool]:
     r"""The searcher's assistant turns for one Countdown task, and whether its boxed answer hits.
 
@@ -48,6 +49,8 @@ def scripted_turns(
         persist: After a miss, the probability of trying again (up to `max_tries`); None = draw the
             number of tries k ~ U{1..max_tries} up front (the blind searcher of the first preset).
         three_number_share: Probability that a blind try uses all three numbers.
+        check: Each call prints `EXPR-TARGET` instead of `EXPR`, so the tool answers 0 exactly on a
+            hit: the searcher uses the interpreter to check a candidate, not only to evaluate it.
 
     Returns:
         (turns, hit): k tool-call turns then one `\\boxed{EXPR}` turn; `hit` is True when EXPR
@@ -79,7 +82,8 @@ def scripted_turns(
         if evaluate_expression(tried[-1])[0] == target:
             hit = True
             break
-    turns = [tool_call_text(f"print({expr})") for expr in tried]
+    # `-TARGET` appended at the top level is exact: + and - are left-associative and bind loosest
+    turns = [tool_call_text(f"print({expr}-{target})" if check else f"print({expr})") for expr in tried]
     return turns + [f"\\boxed{{{tried[-1]}}}"], hit
 
 

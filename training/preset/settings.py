@@ -45,8 +45,8 @@ class PresetSettings:
     """`envs.make` kwargs: bare prompt `Use a b c to make T`, no system prompt, at most 3 tool turns."""
     max_turns: int = 4
     """Assistant turns per episode (3 tool calls and an answer)."""
-    max_new_tokens: int = 32
-    """New tokens per assistant turn (a tool call is ~10 tokens, an answer ~8)."""
+    max_new_tokens: int = 24
+    """New tokens per assistant turn (a check call is <= 15 tokens plus its end token, an answer ~9)."""
     max_response_tokens: int = 96
     """Sampled + injected tokens per episode (each tool round trip is ~22)."""
     max_tool_output_tokens: int = 16
@@ -59,8 +59,10 @@ class PresetSettings:
     """The searcher tries at most this many candidates."""
     demo_aware: float = 0.5
     """Probability that one try of the searcher picks among the solving candidates (`scripted_turns`)."""
-    demo_persist: float = 0.85
+    demo_persist: float = 0.6
     """Probability that the searcher tries again after a miss (`scripted_turns`)."""
+    demo_check: bool = True
+    """Calls print `EXPR-TARGET` (0 on a hit) instead of `EXPR` (`scripted_turns`)."""
     sft_steps: int = 800
     """SFT optimizer steps."""
     sft_batch_size: int = 64

@@ -12,7 +12,7 @@ from training.preset.demos import scripted_turns
 
 
 def countdown_solver(task: Task, rng: random.Random, *, max_tries: int = 3, aware: float = 0.0,
-                     persist: float | None = None) -> list[str] | None:
+                     persist: float | None = None, check: bool = False) -> list[str] | None:
     """The searcher's assistant turns for a Countdown task; None for tasks without Countdown numbers.
 
     It tries candidate expressions with `code_interpreter` (k ~ U{1..max_tries} up front, or, with
@@ -22,4 +22,4 @@ def countdown_solver(task: Task, rng: random.Random, *, max_tries: int = 3, awar
     """
     if "numbers" not in task.meta or "target" not in task.meta:
         return None
-    return scripted_turns(task, rng, max_tries=max_tries, aware=aware, persist=persist)[0]
+    return scripted_turns(task, rng, max_tries=max_tries, aware=aware, persist=persist, check=check)[0]

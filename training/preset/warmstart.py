@@ -90,7 +90,8 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     puzzles = train_tasks[: settings.demo_puzzles or None]
     solver = functools.partial(countdown_solver, max_tries=settings.demo_max_tries,
-                               aware=settings.demo_aware, persist=settings.demo_persist)
+                               aware=settings.demo_aware, persist=settings.demo_persist,
+                               check=settings.demo_check)
     episodes = play_solver(make_env, puzzles, solver, copies=settings.demo_copies, seed=settings.seed,
                            max_turns=settings.max_turns)
     write_demos(out_dir / DEMOS_FILE, episodes)
