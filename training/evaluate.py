@@ -47,6 +47,21 @@ def score_groups(trajs: Sequence[Trajectory], k: int) -> dict[str, float]:
     return {f"avg@{k}": float(correct.mean()), f"pass@{k}": float((correct.sum(-1) > 0).float().mean())}
 
 
+def problem_accuracy(play: PlayFn, tasks: Sequence[Any], *, k: int, seed: int) -> list[float]:
+    """c_i / k for every problem i, played in one process with `evaluate_set`'s seeding (W = 1).
+
+    Two models evaluated with the same `seed` see the same problems and env seeds, so their
+    per-problem scores pair up (`stare eval --baseline`).
+    """
+    torch.manual_seed(seed)
+    trajs = play(list(tasks), k, seed)
+    if len(trajs) != len(tasks) * k:
+        raise ValueError(f"the eval player returned {len(trajs)} trajectories for {len(tasks)} problems "
+                         f"× k={k}; it must return k per problem, task-major")
+    correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (N, k)
+    return correct.mean(-1).tolist()
+
+
 def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
     """Problems [lo, hi) of process `rank` of `world`: lo = rank·n // world, hi = (rank + 1)·n // world.
 

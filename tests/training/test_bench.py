@@ -98,6 +98,32 @@ def test_persistent_searcher_tries_again_after_a_miss():
     assert all(len(turns) == 2 for turns, _ in single)   # persist 0: one try, whatever it gave
 
 
+def test_gain_over_the_warm_start_is_paired_by_puzzle_and_averaged_over_seeds():
+    from pathlib import Path
+
+    from training.bench.analysis import analyse
+    from training.bench.runs import Run
+
+    def heldout(correct):
+        return {"n": 4, "puzzles": [{"id": str(i), "difficulty": "easy"} for i in range(3)],
+                "settings": {"top_p=1": {"correct": correct, "entropy": 0.3, "tool_calls": 1.0,
+                                         "response_length": 9.0}}}
+
+    def run(arm, seed, correct):
+        return Run(arm=arm, seed=seed, path=Path(f"{arm}-s{seed}"), heldout=heldout(correct),
+                   metrics=[{"step": 1, "train/acc": 0.1, "train/entropy_all": 0.3}])
+
+    runs = [run("dapo", 0, [4, 2, 0]), run("dapo", 1, [2, 2, 2]), run("stare-o1", 0, [1, 1, 1])]
+    res = analyse(runs, arms=["dapo", "stare-o1"], baseline="dapo", branch_step=0, target=0.3, band=0.2,
+                  start=heldout([1, 1, 1]))
+    assert res.heldout_start["top_p=1"] == {"pass@1": 0.25, "pass@4": 1.0}
+    # dapo: seed 0 mean((3, 1, -1) / 4) = 0.25, seed 1 mean((1, 1, 1) / 4) = 0.25 -> 0.25, sd 0
+    gain = res.heldout_gain["top_p=1"]["dapo"]
+    assert (gain.mean, gain.lo, gain.hi, gain.n) == pytest.approx((0.25, 0.25, 0.25, 2))
+    assert res.heldout_gain["top_p=1"]["stare-o1"].mean == 0.0
+    assert analyse(runs, arms=["dapo"], baseline="dapo", branch_step=0, target=0.3, band=0.2).heldout_gain == {}
+
+
 def test_cli_report_only_and_bad_input(tmp_path):
     import typer
 
@@ -161,3 +187,8 @@ def test_tiny_bench_end_to_end(tmp_path):
     assert "probe/dH/stare-o1-w2" in dapo[-1]
     summary = json.loads((bench / "summary.json").read_text())
     assert "stare-o1-w2" in summary["push"] and report.exists()
+    assert ("start", "dapo", 0) in [(r["kind"], r["arm"], r["seed"]) for r in record["runs"]]
+    start = json.loads((bench / "warmstart" / "heldout.json").read_text())
+    assert len(start["settings"]["top_p=1"]["correct"]) == 4
+    assert set(summary["heldout_gain"]["top_p=1"]) == {"dapo", "stare-o1"}
+    assert "The warm start on the same puzzles" in report.read_text()

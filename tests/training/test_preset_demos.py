@@ -118,3 +118,26 @@ def test_check_mode_calls_answer_zero_exactly_on_a_hit():
         assert (outputs[-1] == "0") == hit == (demo.reward > 0)
         hits += hit
     assert 0 < hits < len(tasks)
+
+
+def test_warm_start_checks_env_and_searcher_agree():
+    """`check_agreement` passes on real played demos and names a tampered tool output or reward."""
+    import dataclasses
+    import functools
+
+    from training.preset.demos import check_agreement
+    from training.preset.solver import countdown_solver
+    from training.sft.demos import play_solver
+
+    tasks = list(countdown_splits()["train"][:8])
+    solver = functools.partial(countdown_solver, aware=0.5, persist=0.6, check=True)
+    demos = play_solver(make_env_factory(SETTINGS), tasks, solver, seed=0, max_turns=SETTINGS.max_turns)
+    check_agreement(demos, tasks)
+    flipped = dataclasses.replace(demos[0], reward=1.0 - demos[0].reward)
+    with pytest.raises(RuntimeError, match=f"{tasks[0].id}: the env's reward"):
+        check_agreement([flipped], tasks)
+    messages = [dict(m) for m in demos[0].messages]
+    tool = next(m for m in messages if m["role"] == "tool")
+    tool["content"] = "12345"
+    with pytest.raises(RuntimeError, match="the tool printed '12345'"):
+        check_agreement([dataclasses.replace(demos[0], messages=messages)], tasks)

@@ -36,6 +36,23 @@ def test_train_then_resume_then_eval(cli_args, tmp_path):
     metrics = json.loads(out.read_text())
     assert set(metrics) >= {"eval/countdown-eval/avg@2", "eval/countdown-eval/pass@2"}
 
+    # --baseline: same problems and seeds for both models, so a model against itself gains exactly 0,
+    # and the model's own avg@k is what plain `stare eval` measured (one process, same seeding)
+    def compare(baseline):
+        path = tmp_path / "cmp.json"
+        result = runner.invoke(app, ["eval", "cpu-tiny", *cli_args, "--model", str(run_dir),
+                                     "--baseline", str(baseline), "--out", str(path)])
+        assert result.exit_code == 0, result.output
+        return json.loads(path.read_text())
+
+    same = compare(run_dir)
+    assert same["eval/countdown-eval/gain"] == same["eval/countdown-eval/gain_ci95_lo"] == 0.0
+    assert same["eval/countdown-eval/avg@2"] == metrics["eval/countdown-eval/avg@2"]
+    other = compare(cli_args[0].split("=", 1)[1])            # the untrained starting model
+    assert other["eval/countdown-eval/avg@2"] == metrics["eval/countdown-eval/avg@2"]
+    gain = other["eval/countdown-eval/avg@2"] - other["eval/countdown-eval/baseline_avg@2"]
+    assert other["eval/countdown-eval/gain"] == pytest.approx(gain)
+
 
 def test_bad_override_exits_2_with_the_key_named(cli_args):
     result = CliRunner().invoke(app, ["train", "cpu-tiny", "rollout.gruop_size=4"])

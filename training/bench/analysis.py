@@ -73,6 +73,11 @@ class Results:
     paired: dict[str, dict[str, Paired]] = field(default_factory=dict)
     heldout: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     heldout_paired: dict[str, dict[str, dict[str, Estimate]]] = field(default_factory=dict)
+    heldout_start: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per setting: the warm start's pass@1 and pass@n on the same puzzles, samples and seeds."""
+    heldout_gain: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+    """Per setting and arm: pass@1 after RL minus the warm start's, per seed the mean over puzzles of
+    (c_i − c0_i) / n, then mean and t-CI over seeds (what RL added to the cold start)."""
     push: dict[str, Estimate] = field(default_factory=dict)
     push_excess: dict[str, Estimate] = field(default_factory=dict)
     dlogp: dict[str, Estimate] = field(default_factory=dict)
@@ -183,6 +188,24 @@ def _heldout(res: Results, runs: list[Run]) -> None:
                 )
 
 
+def _start_gain(res: Results, runs: list[Run], start: dict[str, Any]) -> None:
+    """`heldout_start` and `heldout_gain` from the warm start's held-out record (same puzzles and seeds)."""
+    n = start["n"]
+    for setting, rec in start["settings"].items():
+        c0 = rec["correct"]
+        res.heldout_start[setting] = {"pass@1": float(np.mean(c0)) / n,
+                                      f"pass@{n}": float(np.mean([c > 0 for c in c0]))}
+        for arm in res.arms:
+            per_seed = [
+                float(np.mean([(c - b) / n for c, b in zip(r.heldout["settings"][setting]["correct"], c0,
+                                                           strict=True)]))
+                for r in runs
+                if r.arm == arm and r.heldout and setting in r.heldout["settings"] and r.heldout["n"] == n
+            ]
+            if per_seed:
+                res.heldout_gain.setdefault(setting, {})[arm] = mean_ci(per_seed)
+
+
 def _puzzle_pairs(runs: list[Run], base: str, arm: str, setting: str) -> dict[str, Estimate]:
     """Paired per-puzzle pass@1 and pass@n differences (scores averaged over the seeds both arms ran)."""
     seeds = sorted(
@@ -233,9 +256,10 @@ def _push(res: Results, runs: list[Run]) -> None:
 
 
 def analyse(
-    runs: list[Run], *, arms: list[str], baseline: str, branch_step: int, target: float | None, band: float
+    runs: list[Run], *, arms: list[str], baseline: str, branch_step: int, target: float | None, band: float,
+    start: dict[str, Any] | None = None,
 ) -> Results:
-    """All endpoints of a bench (see the module docstring)."""
+    """All endpoints of a bench (see the module docstring); `start` = the warm start's heldout.json."""
     seeds = sorted({r.seed for r in runs})
     steps = max(int(r.metrics[-1]["step"]) for r in runs)
     res = Results(
@@ -268,6 +292,8 @@ def analyse(
                 for r in sorted(gate_runs, key=lambda r: r.seed)
             ]
     _heldout(res, runs)
+    if start:
+        _start_gain(res, runs, start)
     _push(res, runs)
     return res
 

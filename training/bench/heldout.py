@@ -27,6 +27,8 @@ from training.batch import collate
 from training.logprobs import batch_logprobs
 
 HELDOUT_FILE = "heldout.json"
+START_DIR = "warmstart"
+"""The bench's directory holding the warm start's own held-out record (before any RL step)."""
 CHUNK = 16
 """Puzzles per rollout call (16 × n episodes live at once)."""
 

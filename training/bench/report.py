@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from training.bench.analysis import LEARNING_GOAL, Results, analyse, power_line
+from training.bench.heldout import START_DIR, read_heldout
 from training.bench.plots import write_plots
 from training.bench.runs import Run, load_bench_runs
 from training.bench.text import PUSH_NAME, render_markdown
@@ -67,6 +68,10 @@ def summary(res: Results, record: dict[str, Any]) -> dict[str, Any]:
     if res.paired:
         first = next(iter(res.paired))
         out["entropy_endpoint"] = {"arm": first, **out["entropy_endpoints"][first]}
+    out["heldout_start"] = res.heldout_start
+    out["heldout_gain"] = {
+        setting: {arm: e.as_dict() for arm, e in by_arm.items()} for setting, by_arm in res.heldout_gain.items()
+    }
     for setting, by_arm in res.heldout.items():
         out["heldout"][setting] = {
             arm: {f"pass@{k + 1}": e.as_dict() for k, e in enumerate(agg["curve"])}
@@ -131,12 +136,14 @@ def write_report(
     band: float,
     record: dict[str, Any],
     plots: bool = True,
+    start: dict[str, Any] | None = None,
 ) -> Path:
     """Write report.md, summary.json and the plots into `out_dir`; returns the report path."""
     if not runs:
         raise ValueError("write_report needs at least one run")
     out_dir.mkdir(parents=True, exist_ok=True)
-    res = analyse(runs, arms=arms, baseline=baseline, branch_step=branch_step, target=target, band=band)
+    res = analyse(runs, arms=arms, baseline=baseline, branch_step=branch_step, target=target, band=band,
+                  start=start)
     figures = write_plots(out_dir, runs, res) if plots else []
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary(res, record), indent=2))
     path = out_dir / "report.md"
@@ -161,4 +168,5 @@ def report_from_dir(bench_dir: Path | str, *, band: float | None = None) -> Path
         target=record.get("target_entropy", logged),
         band=band if band is not None else record.get("band", 0.2),
         record=record,
+        start=read_heldout(bench_dir / START_DIR),
     )

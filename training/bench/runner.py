@@ -5,7 +5,8 @@
     3. H_tgt = mean over seeds of the trunks' all-episode entropy over their last `target_window`
        steps (a stated rule, fixed before any arm differs; written into the report)
     4. every arm × seed continues its seed's trunk from step b to the end with H_tgt, then plays the
-       per-puzzle held-out evaluation
+       per-puzzle held-out evaluation; the warm start plays the same evaluation once (`warmstart/`),
+       so the report can say what RL added to the cold start
     5. bench.json (plan, facts, runs) and `training.bench.report.write_report`
 
 Runs execute in `plan.workers` spawned processes; the baseline's trunk and branch carry the
@@ -25,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from training.bench.heldout import START_DIR
 from training.bench.plan import BenchPlan, run_overrides
 from training.bench.report import report_from_dir
 from training.bench.runs import read_jsonl
@@ -115,8 +117,8 @@ def _pool_run(plan: BenchPlan, jobs: list[Job]) -> list[dict[str, Any]]:
 def _job(
     plan: BenchPlan, facts: dict[str, Any], bench_dir: Path, kind: str, arm: str, seed: int, extra: list[str]
 ) -> Job:
-    name = f"trunk-s{seed}" if kind == "trunk" else f"{arm}-s{seed}"
-    probed = plan.probe_every and arm == plan.arms[0]
+    name = {"trunk": f"trunk-s{seed}", "start": START_DIR}.get(kind, f"{arm}-s{seed}")
+    probed = plan.probe_every and arm == plan.arms[0] and kind != "start"
     return Job(
         kind=kind,
         config=plan.config,
@@ -134,7 +136,7 @@ def _job(
             "top_ps": list(plan.heldout_top_ps),
             "seed": 2024,
         }
-        if kind == "branch"
+        if kind in ("branch", "start")
         else {},
     )
 
@@ -148,12 +150,13 @@ def run_bench(plan: BenchPlan) -> Path:
     warm_s = time.perf_counter() - start
     _log(f"warm start and probe ready in {warm_s:.0f} s: {facts['model_dir']}")
     b, trunks = facts["branch_step"], []
+    start = _job(plan, facts, bench_dir, "start", plan.arms[0], plan.seeds[0], [])
     if b:
         jobs = [
             _job(plan, facts, bench_dir, "trunk", plan.arms[0], s, [f"train.steps={b}"]) for s in plan.seeds
         ]
-        _log(f"trunks: {len(jobs)} seeds × {b} steps of {plan.arms[0]}")
-        trunks = _pool_run(plan, jobs)
+        _log(f"trunks: {len(jobs)} seeds × {b} steps of {plan.arms[0]}, and the warm start's held-out")
+        trunks = _pool_run(plan, [*jobs, start])
     target = (
         plan.target
         if plan.target is not None
@@ -172,7 +175,7 @@ def run_bench(plan: BenchPlan) -> Path:
         for s in plan.seeds
         for arm in plan.arms
     ]
-    branches = _pool_run(plan, jobs)
+    branches = _pool_run(plan, jobs if b else [*jobs, start])
     plan_record = {k: v for k, v in asdict(plan).items() if k != "extra"}
     record = {
         **plan_record,

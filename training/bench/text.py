@@ -209,6 +209,17 @@ def _heldout(res: Results) -> list[str]:
         )
         for key in [*keys, "entropy", "tool_calls", "response_length"]:
             lines.append(f"| {key} | " + " | ".join(a[key].text(3) for a in by_arm.values()) + " |")
+        if setting in res.heldout_start:
+            start = res.heldout_start[setting]
+            gains = res.heldout_gain.get(setting, {})
+            lines.append("")
+            lines.append(
+                "The warm start on the same puzzles and seeds: "
+                + ", ".join(f"{k} {v:.3f}" for k, v in start.items())
+                + ". pass@1 gained by RL (per seed the mean over puzzles of the difference, then the "
+                "mean and 95% t-CI over seeds): "
+                + "; ".join(f"{arm} {e.text(3, True)}" for arm, e in gains.items()) + "."
+            )
         for arm, pairs in res.heldout_paired.get(setting, {}).items():
             lines.append("")
             lines.append(

@@ -33,7 +33,7 @@ class Job:
     """What one worker runs (picklable: it crosses the process pool)."""
 
     kind: str
-    """"trunk" or "branch"."""
+    """"trunk", "branch", or "start" (no training: the warm start's held-out evaluation only)."""
     config: str
     """YAML preset or path."""
     overrides: tuple[str, ...]
@@ -73,8 +73,9 @@ def run_job(job: Job) -> dict[str, Any]:
     run.on_batch = StepObserver(
         label=cfg.run_path.name, probe=probe, variants=variants, every=job.probe_every
     )
-    fit(run)
-    if job.kind == "branch" and job.heldout:
+    if job.kind != "start":
+        fit(run)
+    if job.kind in ("branch", "start") and job.heldout:
         h = job.heldout
         tasks = runtime.load_tasks(h["tasks"], h["limit"])
         write_heldout(

@@ -14,12 +14,13 @@ import torch
 import typer
 
 from envs.sandbox import LazyLocalSandbox
-from training import runtime
+from training import distributed, runtime
+from training.bench.stats import mean_ci
 from training.commands.plugins import import_plugins
 from training.commands.ranks import echo_main, is_main_process
 from training.config import TrainConfig, dump_yaml, load_config
 from training.config_parse import ConfigError
-from training.evaluate import evaluate
+from training.evaluate import evaluate, problem_accuracy
 from training.trainer import train as run_training
 
 ConfigArg = Annotated[str, typer.Argument(help="YAML config file or preset name in configs/ (cpu-tiny).")]
@@ -30,6 +31,9 @@ PrintOpt = Annotated[bool, typer.Option("--print-config", help="Print the resolv
 ModelOpt = Annotated[Path | None, typer.Option(
     "--model", help="Model dir to evaluate (default: model.path; a run dir uses its model/ folder).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the metrics as JSON here.")]
+BaselineOpt = Annotated[Path | None, typer.Option(
+    "--baseline", help="Also evaluate this model (or run dir) on the same problems and seeds, and report "
+    "the paired gain of avg@k (model - baseline) with a 95% CI over problems.")]
 ImportOpt = Annotated[list[str] | None, typer.Option(
     "--import", help="Module or .py file that registers envs (e.g. units_env.py).")]
 
@@ -56,11 +60,12 @@ def train(config: ConfigArg, overrides: OverridesArg = None, resume: ResumeOpt =
 
 
 def eval(config: ConfigArg, overrides: OverridesArg = None,  # noqa: A001 - the command is `stare eval`
-         model: ModelOpt = None, out: OutOpt = None, plugin: ImportOpt = None) -> None:
+         model: ModelOpt = None, out: OutOpt = None, plugin: ImportOpt = None,
+         baseline: BaselineOpt = None) -> None:
     """Evaluate a model: avg@k and pass@k on eval.tasks with validation sampling (T 1.0, top-p 0.7)."""
     import_plugins(plugin)
     cfg = _load(config, overrides)
-    metrics = evaluate_model(cfg, model)
+    metrics = compare_models(cfg, baseline, model) if baseline is not None else evaluate_model(cfg, model)
     text = json.dumps(metrics, indent=1)
     if not is_main_process():
         return
@@ -84,10 +89,7 @@ def evaluate_model(cfg: TrainConfig, model_dir: Path | None = None) -> dict[str,
     Returns:
         `eval/<set>/<metric>` for every set.
     """
-    if model_dir is not None:
-        path = Path(model_dir)
-        path = path / "model" if (path / "model" / "config.json").is_file() else path
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, path=str(path)))
+    cfg = _with_model(cfg, model_dir)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     accelerator = runtime.make_accelerator(cfg)
@@ -102,6 +104,56 @@ def evaluate_model(cfg: TrainConfig, model_dir: Path | None = None) -> dict[str,
         return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
                         temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
                         device=accelerator.device)
+
+
+def _with_model(cfg: TrainConfig, model_dir: Path | None) -> TrainConfig:
+    """`cfg` with `model.path` = `model_dir` (a run directory means its `model/`); None keeps it."""
+    if model_dir is None:
+        return cfg
+    path = Path(model_dir)
+    path = path / "model" if (path / "model" / "config.json").is_file() else path
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, path=str(path)))
+
+
+def compare_models(cfg: TrainConfig, baseline: Path, model_dir: Path | None = None) -> dict[str, float]:
+    """`stare eval --baseline`: both models on the same problems, k samples and seeds; the paired gain.
+
+    For each set with N problems, c_i / k per problem for the baseline (b_i) and the model (m_i):
+
+        gain = (1/N) Σ_i (m_i − b_i),  95% CI = gain ± t_{0.975, N−1} · sd(m − b) / √N
+
+    (problems are the units; k samples per problem and the seeds are shared). One process only.
+
+    Returns:
+        `eval/<set>/avg@k` (the model), `eval/<set>/baseline_avg@k`, `eval/<set>/gain`,
+        `eval/<set>/gain_ci95_lo`, `eval/<set>/gain_ci95_hi`, `eval/<set>/num_problems`.
+    """
+    if distributed.world_size() > 1:
+        raise typer.BadParameter("--baseline runs in one process (the paired scores are not sharded)")
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    e = cfg.eval
+    sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
+    scores: dict[tuple[str, str], list[float]] = {}
+    for which, path in (("baseline", baseline), ("model", model_dir)):
+        c = _with_model(cfg, path)
+        model, tokenizer = runtime.load_model_and_tokenizer(c, runtime.resolve_model_dir(c))
+        model.eval()
+        with LazyLocalSandbox() as sandbox, torch.no_grad():
+            play = runtime.make_player(c, runtime.make_policy(model, tokenizer), tokenizer,
+                                       runtime.make_env_factory(c, sandbox), temperature=e.temperature,
+                                       top_p=e.top_p, sandbox=sandbox)
+            for name, tasks in sets.items():
+                scores[which, name] = problem_accuracy(play, tasks, k=e.k, seed=e.seed)
+    out: dict[str, float] = {}
+    for name in sets:
+        base, tuned = scores["baseline", name], scores["model", name]
+        gain = mean_ci([m - b for b, m in zip(base, tuned, strict=True)])
+        n = max(1, len(tuned))
+        out |= {f"eval/{name}/avg@{e.k}": sum(tuned) / n, f"eval/{name}/baseline_avg@{e.k}": sum(base) / n,
+                f"eval/{name}/gain": gain.mean, f"eval/{name}/gain_ci95_lo": gain.lo,
+                f"eval/{name}/gain_ci95_hi": gain.hi, f"eval/{name}/num_problems": float(len(tuned))}
+    return out
 
 
 COMMANDS = [train, eval]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from agents.trajectory import Trajectory
 from tasks.countdown import countdown_candidates, countdown_solutions, evaluate_expression
@@ -100,3 +101,40 @@ def demo_stats(demos: Sequence[Trajectory], tasks: Sequence[Task], copies: int) 
         if picked:
             out[f"demo_success_{level}"] = sum(d.reward > 0 for d in picked) / len(picked)
     return out
+
+
+_PRINT = re.compile(r'"code": "print\((.*)\)"')
+_BOXED = re.compile(r"\\boxed\{(.*)\}\s*$")
+
+
+def check_agreement(demos: Sequence[Any], tasks: Sequence[Task]) -> None:
+    """Check that the env and the searcher agree on every played demonstration.
+
+    Each tool output must be the value of the expression the call printed, and the env must reward
+    the episode exactly when its boxed expression reaches the target; both computed here with
+    `evaluate_expression` (never the sandbox). A disagreement means the sandbox, the tool parser or
+    the grader is broken, and SFT on such demonstrations would teach the wrong thing.
+
+    Args:
+        demos: Played demonstrations (`training.sft.data.Demo`: `messages`, `reward`, `task_id`).
+        tasks: The Countdown tasks they were played on (looked up by id).
+
+    Raises:
+        RuntimeError: The first disagreement, naming the task, the turn and both values.
+    """
+    by_id = {t.id: t for t in tasks}
+    for demo in demos:
+        task = by_id[demo.task_id]
+        target = int(task.meta["target"])
+        printed = None
+        for message in demo.messages:
+            if message["role"] == "assistant" and (call := _PRINT.search(message["content"])):
+                printed = evaluate_expression(call.group(1))[0]
+            elif message["role"] == "tool" and message["content"].strip() != str(printed):
+                raise RuntimeError(f"demonstration of {task.id}: the tool printed "
+                                   f"{message['content'].strip()!r} where the expression's value is {printed}")
+        boxed = _BOXED.search(demo.messages[-1]["content"])
+        hit = boxed is not None and evaluate_expression(boxed.group(1))[0] == target
+        if hit != (float(demo.reward or 0.0) > 0):
+            raise RuntimeError(f"demonstration of {task.id}: the env's reward is {demo.reward} but the "
+                               f"boxed answer {'reaches' if hit else 'misses'} the target {target}")

@@ -37,7 +37,7 @@ from agents.policy import SamplingParams
 from agents.rollout import RolloutLimits, rollout_batch
 from tasks.registry import load
 from training.evaluate import evaluate_set
-from training.preset.demos import demo_stats
+from training.preset.demos import check_agreement, demo_stats
 from training.preset.lock import locked
 from training.preset.model import TinySpec, build_from_spec
 from training.preset.settings import BUILD_VERSION, PresetSettings, get_preset
@@ -94,6 +94,7 @@ def build_warmstart(settings: PresetSettings, out_dir: Path) -> dict[str, Any]:
                                check=settings.demo_check)
     episodes = play_solver(make_env, puzzles, solver, copies=settings.demo_copies, seed=settings.seed,
                            max_turns=settings.max_turns)
+    check_agreement(episodes, puzzles)
     write_demos(out_dir / DEMOS_FILE, episodes)
     demos = encode_demos(episodes, tokenizer, rollout_limits(settings))
     stats = demo_stats(demos, puzzles, settings.demo_copies)
