@@ -70,7 +70,8 @@ def summary(res: Results, record: dict[str, Any]) -> dict[str, Any]:
         out["entropy_endpoint"] = {"arm": first, **out["entropy_endpoints"][first]}
     out["heldout_start"] = res.heldout_start
     out["heldout_gain"] = {
-        setting: {arm: e.as_dict() for arm, e in by_arm.items()} for setting, by_arm in res.heldout_gain.items()
+        setting: {arm: e.as_dict() for arm, e in by_arm.items()}
+        for setting, by_arm in res.heldout_gain.items()
     }
     for setting, by_arm in res.heldout.items():
         out["heldout"][setting] = {

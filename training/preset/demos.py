@@ -130,9 +130,9 @@ def check_agreement(demos: Sequence[Any], tasks: Sequence[Task]) -> None:
         for message in demo.messages:
             if message["role"] == "assistant" and (call := _PRINT.search(message["content"])):
                 printed = evaluate_expression(call.group(1))[0]
-            elif message["role"] == "tool" and message["content"].strip() != str(printed):
-                raise RuntimeError(f"demonstration of {task.id}: the tool printed "
-                                   f"{message['content'].strip()!r} where the expression's value is {printed}")
+            elif message["role"] == "tool" and (said := message["content"].strip()) != str(printed):
+                raise RuntimeError(f"demonstration of {task.id}: the tool printed {said!r} where the "
+                                   f"expression's value is {printed}")
         boxed = _BOXED.search(demo.messages[-1]["content"])
         hit = boxed is not None and evaluate_expression(boxed.group(1))[0] == target
         if hit != (float(demo.reward or 0.0) > 0):
