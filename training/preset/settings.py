@@ -47,7 +47,7 @@ class PresetSettings:
     """Assistant turns per episode (3 tool calls and an answer)."""
     max_new_tokens: int = 24
     """New tokens per assistant turn (a check call is <= 15 tokens plus its end token, an answer ~9)."""
-    max_response_tokens: int = 96
+    max_response_tokens: int = 128
     """Sampled + injected tokens per episode (each tool round trip is ~22)."""
     max_tool_output_tokens: int = 16
     """Tokens of one tool output kept in the context."""
