@@ -48,7 +48,7 @@ class PresetSettings:
     max_new_tokens: int = 24
     """New tokens per assistant turn (a check call is <= 15 tokens plus its end token, an answer ~9)."""
     max_response_tokens: int = 128
-    """Sampled + injected tokens per episode (each tool round trip is ~22)."""
+    """Sampled + injected tokens per episode (a check round trip is ~28, so 3 tries and the answer fit)."""
     max_tool_output_tokens: int = 16
     """Tokens of one tool output kept in the context."""
     demo_puzzles: int = 0
