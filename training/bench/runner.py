@@ -150,13 +150,13 @@ def run_bench(plan: BenchPlan) -> Path:
     warm_s = time.perf_counter() - start
     _log(f"warm start and probe ready in {warm_s:.0f} s: {facts['model_dir']}")
     b, trunks = facts["branch_step"], []
-    start = _job(plan, facts, bench_dir, "start", plan.arms[0], plan.seeds[0], [])
+    warm_eval = _job(plan, facts, bench_dir, "start", plan.arms[0], plan.seeds[0], [])
     if b:
         jobs = [
             _job(plan, facts, bench_dir, "trunk", plan.arms[0], s, [f"train.steps={b}"]) for s in plan.seeds
         ]
         _log(f"trunks: {len(jobs)} seeds × {b} steps of {plan.arms[0]}, and the warm start's held-out")
-        trunks = _pool_run(plan, [*jobs, start])
+        trunks = _pool_run(plan, [*jobs, warm_eval])
     target = (
         plan.target
         if plan.target is not None
@@ -175,7 +175,7 @@ def run_bench(plan: BenchPlan) -> Path:
         for s in plan.seeds
         for arm in plan.arms
     ]
-    branches = _pool_run(plan, jobs if b else [*jobs, start])
+    branches = _pool_run(plan, jobs if b else [*jobs, warm_eval])
     plan_record = {k: v for k, v in asdict(plan).items() if k != "extra"}
     record = {
         **plan_record,
