@@ -107,11 +107,9 @@ def _push(res: Results) -> list[str]:
         (float(n.rsplit("-w", 1)[1]), res.push_excess[n].mean) for n in res.push_excess if "-o1-w" in n
     )
     if len(ws) > 1:
-        trend = (
-            "grows"
-            if all(b[1] > a[1] for a, b in zip(ws, ws[1:], strict=False))
-            else "does not grow monotonically"
-        )
+        steps = [b[1] - a[1] for a, b in zip(ws, ws[1:], strict=False)]
+        trend = "grows" if all(d > 0 for d in steps) else "falls" if all(d < 0 for d in steps) \
+            else "is not monotone"
         lines += [
             "",
             "Dose-response: the excess push "
@@ -158,6 +156,7 @@ def _power(res: Results, arm: str) -> list[str]:
         return ["**Power.** One seed: no spread, so no power statement (run at least 2 seeds)."]
     push, gate = res.push_excess[PUSH_NAME], res.per_arm[arm]["gate_on"]
     gap, need = pl["expected_gap"], pl["seeds_needed"]
+    observed = res.paired[arm]["entropy_all"].estimate.mean
     gated = gate.mean * (res.steps - res.branch_step)
     need_text = "—" if math.isnan(need) else f"about {need:.0f} seeds"
     return [
@@ -168,9 +167,9 @@ def _power(res: Results, arm: str) -> list[str]:
         f"{push.mean:+.5f} nats per update; × {gated:.0f} gated steps ({gate.mean:.2f} of the "
         f"{res.steps - res.branch_step} steps after the branch) ≈ **{gap:+.4f} nats** of entropy gap "
         f"expected at the end of the run, against an MDE of {pl['mde80']:.4f}: detecting it would need "
-        f"{need_text}. "
-        "The paper's 'entropy held near the target while DAPO collapses' takes thousands of steps at 7B; "
-        "a reward difference is not expected at this scale.",
+        f"{need_text}. The observed difference is {observed:+.4f} nats"
+        + (f" ({observed / gap:.0%} of that expectation)" if gap and not math.isnan(gap) else "")
+        + ": a push measured on a fixed probe need not add up along a trajectory whose own samples move.",
     ]
 
 
