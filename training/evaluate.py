@@ -53,13 +53,22 @@ def problem_accuracy(play: PlayFn, tasks: Sequence[Any], *, k: int, seed: int) -
     Two models evaluated with the same `seed` see the same problems and env seeds, so their
     per-problem scores pair up (`stare eval --baseline`).
     """
+    return _correct(_play_groups(play, tasks, k, seed), k).mean(-1).tolist()
+
+
+def _play_groups(play: PlayFn, tasks: Sequence[Any], k: int, seed: int) -> list[Trajectory]:
+    """Play `k` episodes per task, task-major, with the torch RNG and the env seeds both from `seed`."""
     torch.manual_seed(seed)
     trajs = play(list(tasks), k, seed)
     if len(trajs) != len(tasks) * k:
         raise ValueError(f"the eval player returned {len(trajs)} trajectories for {len(tasks)} problems "
                          f"× k={k}; it must return k per problem, task-major")
-    correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (N, k)
-    return correct.mean(-1).tolist()
+    return trajs
+
+
+def _correct(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
+    """(N, k) float64: 1 where episode j of problem i is correct (task-major trajectories)."""
+    return torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)
 
 
 def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
@@ -85,11 +94,7 @@ def evaluate_set(play: PlayFn, model: nn.Module, tasks: Sequence[Any], *, k: int
     """
     lo, hi = shard_bounds(len(tasks), distributed.rank(), distributed.world_size())
     block = list(tasks)[lo:hi] or list(tasks)[:1]       # [:1]: a placeholder group, discarded below
-    torch.manual_seed(seed + lo * k)
-    trajs = play(block, k, seed + lo * k) if block else []
-    if len(trajs) != len(block) * k:
-        raise ValueError(f"the eval player returned {len(trajs)} trajectories for {len(block)} problems "
-                         f"× k={k}; it must return k per problem, task-major")
+    trajs = _play_groups(play, block, k, seed + lo * k) if block else []
     trajs = trajs if hi > lo else []
     local = _local_sums(trajs, k)
     entropy_sum, tokens = _entropy_sums(model, trajs, pad_id=pad_id, temperature=temperature,
@@ -103,8 +108,7 @@ def evaluate_set(play: PlayFn, model: nn.Module, tasks: Sequence[Any], *, k: int
 
 def _local_sums(trajs: Sequence[Trajectory], k: int) -> torch.Tensor:
     """(5,) float64: Σ c_i / k, Σ 1[c_i > 0], Σ sampled tokens, Σ tool calls, episodes."""
-    correct = torch.tensor([t.is_correct for t in trajs], dtype=torch.float64).view(-1, k)   # (n, k)
-    counts = correct.sum(-1)                                                                     # (n,)
+    counts = _correct(trajs, k).sum(-1)                                                          # (n,)
     return torch.tensor([float(counts.sum()) / k, float((counts > 0).sum()),
                          float(sum(t.sampled_tokens for t in trajs)),
                          sum(float(t.metrics.get("tool_calls", 0)) for t in trajs), float(len(trajs))],

@@ -273,3 +273,28 @@ def test_rejection_sampling_keeps_the_rewarded_episodes_without_world_failures(m
     assert (
         kept[0].messages[-1] == {"role": "assistant", "content": "\\boxed{0}"} and kept[0].source == "policy"
     )
+
+
+def test_sft_threads_option_sets_torch_threads_and_refuses_negatives(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import training.commands.sft as sft_cmd
+    from training.cli import app
+
+    seen = {}
+
+    def fake_run(run, resume=False):
+        seen["threads"] = torch.get_num_threads()
+        return {"model_dir": "m", "demos": 0, "loss_first": 0.0, "loss_final": 0.0, "seconds": 0.0}
+
+    monkeypatch.setattr(sft_cmd, "run_sft", fake_run)
+    before = torch.get_num_threads()
+    try:
+        args = ["sft", "tiny", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "o")]
+        result = CliRunner().invoke(app, [*args, "--threads", "1"])
+        assert result.exit_code == 0, result.output
+        assert seen["threads"] == 1
+        bad = CliRunner().invoke(app, [*args, "--threads", "-1"])
+        assert bad.exit_code == 2 and "--threads" in bad.output
+    finally:
+        torch.set_num_threads(before)

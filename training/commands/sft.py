@@ -119,12 +119,11 @@ def sft(
     resume: Annotated[bool, Opt("--resume", help="Continue from the newest checkpoint in --out.")] = False,
     progress: Annotated[bool, Opt("--progress/--no-progress")] = True,
     cpu: Annotated[bool, Opt("--cpu/--gpu", help="Force CPU even when a GPU is visible.")] = True,
-    threads: Annotated[int, Opt("--threads", help="torch threads (0 = torch's default, one per core). "
-                                "On a machine shared with other jobs 1 is often several times faster.")] = 0,
+    threads: Annotated[int, Opt("--threads", min=0, help="torch threads (0 = torch's default, one per "
+                                "core). On a machine shared with other jobs 1 is often several times "
+                                "faster.")] = 0,
 ) -> None:
     """Supervised cold start: train MODEL on the assistant tokens of demonstration episodes."""
-    if threads < 0:
-        raise typer.BadParameter(f"--threads must be >= 0 (0 = torch's default), got {threads}")
     if threads:
         torch.set_num_threads(threads)
     limits = RolloutLimits(

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 import typer
@@ -21,6 +23,7 @@ from training.commands.ranks import echo_main, is_main_process
 from training.config import TrainConfig, dump_yaml, load_config
 from training.config_parse import ConfigError
 from training.evaluate import evaluate, problem_accuracy
+from training.sampling import PlayFn
 from training.trainer import train as run_training
 
 ConfigArg = Annotated[str, typer.Argument(help="YAML config file or preset name in configs/ (cpu-tiny).")]
@@ -93,17 +96,27 @@ def evaluate_model(cfg: TrainConfig, model_dir: Path | None = None) -> dict[str,
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     accelerator = runtime.make_accelerator(cfg)
-    model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
-    model = model.to(accelerator.device).eval()
     e = cfg.eval
     sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
-    with LazyLocalSandbox() as sandbox:     # the evaluation's own, started by the first tool call
-        play = runtime.make_player(cfg, runtime.make_policy(model, tokenizer), tokenizer,
-                                   runtime.make_env_factory(cfg, sandbox), temperature=e.temperature,
-                                   top_p=e.top_p, sandbox=sandbox)
+    with _eval_player(cfg, accelerator.device) as (model, tokenizer, play):
         return evaluate(play, model, sets, k=e.k, seed=e.seed, pad_id=runtime.pad_id(tokenizer),
                         temperature=e.temperature, token_budget=cfg.train.micro_batch_tokens,
                         device=accelerator.device)
+
+
+@contextmanager
+def _eval_player(cfg: TrainConfig, device: torch.device) -> Iterator[tuple[Any, Any, PlayFn]]:
+    """Yield (model, tokenizer, play) for an evaluation of `cfg.model.path` on `device`.
+
+    The model is in eval mode; the player samples with `cfg.eval`'s temperature and top-p and uses
+    the evaluation's own sandbox (started by the first tool call, closed on exit).
+    """
+    model, tokenizer = runtime.load_model_and_tokenizer(cfg, runtime.resolve_model_dir(cfg))
+    model = model.to(device).eval()
+    with LazyLocalSandbox() as sandbox:
+        yield model, tokenizer, runtime.make_player(
+            cfg, runtime.make_policy(model, tokenizer), tokenizer, runtime.make_env_factory(cfg, sandbox),
+            temperature=cfg.eval.temperature, top_p=cfg.eval.top_p, sandbox=sandbox)
 
 
 def _with_model(cfg: TrainConfig, model_dir: Path | None) -> TrainConfig:
@@ -132,17 +145,12 @@ def compare_models(cfg: TrainConfig, baseline: Path, model_dir: Path | None = No
         raise typer.BadParameter("--baseline runs in one process (the paired scores are not sharded)")
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
+    device = runtime.make_accelerator(cfg).device
     e = cfg.eval
     sets = {name: runtime.load_tasks(name, e.limit) for name in e.tasks}
     scores: dict[tuple[str, str], list[float]] = {}
     for which, path in (("baseline", baseline), ("model", model_dir)):
-        c = _with_model(cfg, path)
-        model, tokenizer = runtime.load_model_and_tokenizer(c, runtime.resolve_model_dir(c))
-        model.eval()
-        with LazyLocalSandbox() as sandbox, torch.no_grad():
-            play = runtime.make_player(c, runtime.make_policy(model, tokenizer), tokenizer,
-                                       runtime.make_env_factory(c, sandbox), temperature=e.temperature,
-                                       top_p=e.top_p, sandbox=sandbox)
+        with _eval_player(_with_model(cfg, path), device) as (_, _, play):
             for name, tasks in sets.items():
                 scores[which, name] = problem_accuracy(play, tasks, k=e.k, seed=e.seed)
     out: dict[str, float] = {}

@@ -112,8 +112,10 @@ def check_agreement(demos: Sequence[Any], tasks: Sequence[Task]) -> None:
 
     Each tool output must be the value of the expression the call printed, and the env must reward
     the episode exactly when its boxed expression reaches the target; both computed here with
-    `evaluate_expression` (never the sandbox). A disagreement means the sandbox, the tool parser or
-    the grader is broken, and SFT on such demonstrations would teach the wrong thing.
+    `evaluate_expression` (never the sandbox), and the call and the box are read with this module's
+    own patterns rather than the env's tool parser or the grader's extractor, so that a bug in those
+    cannot agree with itself. A disagreement means the sandbox, the tool parser or the grader is
+    broken, and SFT on such demonstrations would teach the wrong thing.
 
     Args:
         demos: Played demonstrations (`training.sft.data.Demo`: `messages`, `reward`, `task_id`).
