@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from training.cli import app
+from training.commands.train import _with_model
+from training.config import load_config
 
 from .conftest import FAST
 
@@ -52,6 +55,16 @@ def test_train_then_resume_then_eval(cli_args, tmp_path):
     assert other["eval/countdown-eval/avg@2"] == metrics["eval/countdown-eval/avg@2"]
     gain = other["eval/countdown-eval/avg@2"] - other["eval/countdown-eval/baseline_avg@2"]
     assert other["eval/countdown-eval/gain"] == pytest.approx(gain)
+
+
+def test_a_baseline_may_be_a_preset_or_a_run_dir(tmp_path):
+    cfg = load_config("cpu-tiny", [])
+    assert _with_model(cfg, Path("preset:cpu-tiny")).model.path == "preset:cpu-tiny"   # the cached warm start
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}")
+    assert _with_model(cfg, run).model.path == str(run / "model")
+    assert _with_model(cfg, None) is cfg
 
 
 def test_bad_override_exits_2_with_the_key_named(cli_args):

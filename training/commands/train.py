@@ -35,7 +35,8 @@ ModelOpt = Annotated[Path | None, typer.Option(
     "--model", help="Model dir to evaluate (default: model.path; a run dir uses its model/ folder).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the metrics as JSON here.")]
 BaselineOpt = Annotated[Path | None, typer.Option(
-    "--baseline", help="Also evaluate this model (or run dir) on the same problems and seeds, and report "
+    "--baseline", help="Also evaluate this model (a model or run dir, or preset:<name> such as the cached "
+    "warm start preset:cpu-tiny) on the same problems and seeds, and report "
     "the paired gain of avg@k (model - baseline) with a 95% CI over problems.")]
 ImportOpt = Annotated[list[str] | None, typer.Option(
     "--import", help="Module or .py file that registers envs (e.g. units_env.py).")]
@@ -120,7 +121,10 @@ def _eval_player(cfg: TrainConfig, device: torch.device) -> Iterator[tuple[Any, 
 
 
 def _with_model(cfg: TrainConfig, model_dir: Path | None) -> TrainConfig:
-    """`cfg` with `model.path` = `model_dir` (a run directory means its `model/`); None keeps it."""
+    """`cfg` with `model.path` = `model_dir`; None keeps it.
+
+    A run directory means its `model/`; `preset:<name>` stays a preset (built or found in the cache).
+    """
     if model_dir is None:
         return cfg
     path = Path(model_dir)
