@@ -5,11 +5,14 @@ import random
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+import training.commands.sft as sft_cmd
 from agents.episode import RolloutLimits
 from agents.trajectory import Segment
 from tasks.countdown import countdown_splits
 from tests.training.scripted_demos import make_demos
+from training.cli import app
 from training.preset import build_tiny_model, build_tokenizer, get_preset
 from training.preset.solver import countdown_solver
 from training.preset.warmstart import make_env_factory, rollout_limits
@@ -276,11 +279,6 @@ def test_rejection_sampling_keeps_the_rewarded_episodes_without_world_failures(m
 
 
 def test_sft_threads_option_sets_torch_threads_and_refuses_negatives(monkeypatch, tmp_path):
-    from typer.testing import CliRunner
-
-    import training.commands.sft as sft_cmd
-    from training.cli import app
-
     seen = {}
 
     def fake_run(run, resume=False):
